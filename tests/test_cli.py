@@ -1,0 +1,78 @@
+"End-to-end tests of the console scripts: a short run, forecasts, one-line errors, and a killed run resumed exactly."
+import json, os, signal, subprocess, sys, time
+from pathlib import Path
+import pandas as pd, pytest, torch
+from safetensors.torch import load_file
+
+SMALL = ['--hidden-size', '8', '--attention-heads', '2', '--lstm-layers', '1', '--encoder-length', '20']
+
+def run(*args, timeout=300):
+    return subprocess.run([*args], capture_output=True, text=True, timeout=timeout, env={**os.environ, 'PYTHONHASHSEED': '0'})
+
+def test_train_then_predict(tmp_path):
+    ck = tmp_path / 'ck'
+    r = run('tft_train', '--epochs', '3', '--hidden-size', '16', '--attention-heads', '2', '--checkpoint-dir', str(ck), '--checkpoint-frequency', '1')
+    assert r.returncode == 0, r.stderr[-2000:]
+    names = sorted(os.listdir(ck))
+    for stem in ['tft_epoch_001', 'tft_epoch_002', 'tft_epoch_003', 'tft_best', 'tft_last']:
+        assert f'{stem}.safetensors' in names and f'{stem}.json' in names, names
+    assert 'metrics.csv' in names
+    assert pd.read_csv(ck / 'metrics.csv').epoch.tolist() == [1, 2, 3]
+    assert 'Configuration:' in r.stderr and '  learning_rate: 0.001' in r.stderr
+    assert 'Test metrics' in r.stderr and 'persistence' in r.stderr
+    side = json.loads((ck / 'tft_best.json').read_text())
+    for k in ['epoch', 'global_step', 'train_loss', 'val_loss', 'best_val_loss', 'best_epoch', 'learning_rate', 'model_config', 'data', 'files', 'timestamp', 'versions']:
+        assert k in side, k
+    assert side['model_config']['hidden_size'] == 16 and side['data']['scaler']['method'] == 'zscore'
+    out = tmp_path / 'fc.csv'
+    r = run('tft_predict', '--checkpoint', str(ck / 'tft_best'), '--output', str(out))
+    assert r.returncode == 0, r.stderr[-2000:]
+    fc = pd.read_csv(out)
+    assert set(fc.symbol) == {'sp500', 'nasdaq'} and sorted(fc.step.unique()) == [1, 2, 3, 4, 5]
+    assert ((fc['q0.1'] <= fc['q0.5']) & (fc['q0.5'] <= fc['q0.9'])).all()
+    assert fc['q0.5'].between(-8, -2).all()   # log daily volatility, original units (about -4.9 on average)
+
+@pytest.mark.parametrize('argv,msg', [
+    (['--learning-rate', '-1'], 'learning_rate must be > 0'),
+    (['--early-stopping-patience', '-3'], 'early_stopping_patience must be >= 1'),
+    (['--batch-size', '0'], 'batch_size must be >= 1'),
+    (['--data', 'does/not/exist.dbn'], 'exist.dbn: no such file'),
+    (['--encoder-length', '10000'], 'too short for one window'),
+    (['--hidden-size', '30', '--attention-heads', '8'], 'hidden_size'),
+    (['--resume', 'last'], 'tft_last.json: checkpoint sidecar not found'),
+])
+def test_bad_flags_one_line_nothing_written(tmp_path, argv, msg):
+    ck = tmp_path / 'ck'
+    r = run('tft_train', *argv, '--checkpoint-dir', str(ck))
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith('tft_train: error:') and msg in lines[0], r.stderr
+    assert not ck.exists()
+
+def test_use_gpu_without_cuda(tmp_path):
+    if torch.cuda.is_available(): pytest.skip('CUDA is available here: --use-gpu is valid')
+    r = run('tft_train', '--use-gpu', '--checkpoint-dir', str(tmp_path / 'ck'))
+    assert r.returncode == 2 and 'CUDA was requested' in r.stderr and not (tmp_path / 'ck').exists()
+
+def _weights(d): return load_file(str(d / 'tft_last.safetensors'))
+
+def test_killed_run_resumes_to_identical_weights(tmp_path):
+    "SIGKILL a run in the middle of epoch 2, resume it from tft_last, and compare with an uninterrupted run."
+    args = ['tft_train', '--epochs', '3', *SMALL, '--batch-size', '16', '--dropout', '0.1', '--device', 'cpu']
+    full, cut = tmp_path / 'full', tmp_path / 'cut'
+    r = run(*args, '--checkpoint-dir', str(full)); assert r.returncode == 0, r.stderr[-2000:]
+    p = subprocess.Popen([*args, '--checkpoint-dir', str(cut)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    side = cut / 'tft_last.json'
+    t0 = time.time()
+    while not (side.exists() and json.loads(side.read_text())['epoch'] == 1):
+        assert p.poll() is None and time.time() - t0 < 240, 'run ended or stalled before epoch 1 was saved'
+        time.sleep(0.02)
+    time.sleep(0.5)                       # well inside epoch 2 (an epoch takes seconds)
+    p.send_signal(signal.SIGKILL); p.wait()
+    assert json.loads(side.read_text())['epoch'] == 1, 'the kill came too late: epoch 2 had finished'
+    r = run(*args, '--checkpoint-dir', str(cut), '--resume', 'last'); assert r.returncode == 0, r.stderr[-2000:]
+    a, b = _weights(full), _weights(cut)
+    assert a.keys() == b.keys()
+    assert [k for k in a if not torch.equal(a[k], b[k])] == []
+    ma, mb = pd.read_csv(full / 'metrics.csv'), pd.read_csv(cut / 'metrics.csv')
+    pd.testing.assert_frame_equal(ma.drop(columns='seconds'), mb.drop(columns='seconds'))
