@@ -58,7 +58,7 @@ def _weights(d): return load_file(str(d / 'tft_last.safetensors'))
 
 def test_killed_run_resumes_to_identical_weights(tmp_path):
     "SIGKILL a run in the middle of epoch 2, resume it from tft_last, and compare with an uninterrupted run."
-    args = ['tft_train', '--epochs', '3', *SMALL, '--batch-size', '16', '--dropout', '0.1', '--device', 'cpu']
+    args = ['tft_train', '--epochs', '3', *SMALL, '--batch-size', '64', '--dropout', '0.1', '--device', 'cpu']
     full, cut = tmp_path / 'full', tmp_path / 'cut'
     r = run(*args, '--checkpoint-dir', str(full)); assert r.returncode == 0, r.stderr[-2000:]
     p = subprocess.Popen([*args, '--checkpoint-dir', str(cut)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
