@@ -1,0 +1,16 @@
+"The benchmark task of shared/bench/TASK.md, reproduced: baseline scores equal the reference harness's (section 11)."
+import pytest
+from tft_nb.data import load_sample
+from tft_nb.windows import make_windows, PRESETS
+from tft_nb.fit import baseline_forecast, forecast_metrics, original_units
+
+# TASK.md section 11, test scores of the baselines computed by the reference harness run_peer.py
+REFERENCE = {'persistence': (0.08364, 0.03806, 0.14135), 'rolling_mean': (0.07432, 0.03721, 0.12604)}
+
+@pytest.mark.parametrize('kind', list(REFERENCE))
+def test_baselines_match_reference(kind):
+    d = make_windows(load_sample(), PRESETS['ohlcv_gk_logvol_tft_v1'])
+    q = (0.1, 0.5, 0.9)
+    y = original_units(d, d.test, d.test.targets().cpu())
+    m = forecast_metrics(baseline_forecast(d, d.test, q, kind), y, q)
+    assert (round(m['q_risk_P50'], 5), round(m['q_risk_P90'], 5), round(m['pinball'], 5)) == REFERENCE[kind]
