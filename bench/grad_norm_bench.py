@@ -4,7 +4,8 @@ Times, side by side in one run, for the default TFT (hidden 256, 8 heads, 2 LSTM
 of the benchmark task's shape (60 past days, 5 ahead, 6 encoder and 2 decoder inputs, one static id):
   (a) a full training step as `tft_nb.fit.train_step` runs it (zero_grad, forward, loss, backward, norm, Adam step);
   (b) the same step without the norm;
-  (c) the norm alone (`grad_norm` + `GradNormStats.update`) on the gradients of a real backward pass.
+  (c) the norm alone (`grad_norm` + `GradNormStats.update`) on the gradients of a real backward pass;
+  (d) PyTorch's `get_total_norm` on the same gradients (what `grad_norm` uses on a GPU).
 Steps (a) and (b) alternate so that machine noise hits both alike. Prints medians and the overhead ratios.
 Usage: python bench/grad_norm_bench.py [--steps N] [--device cpu|cuda]
 """
@@ -39,12 +40,17 @@ def main(steps=20, device='cpu'):
     tc = []
     for _ in range(200):
         sync(dev); t0 = time.perf_counter(); stats.update(grad_norm(m.parameters())); sync(dev); tc.append(time.perf_counter() - t0)
-    a, bb, c = statistics.median(ta), statistics.median(tb), statistics.median(tc)
+    td = []
+    grads = [p.grad for p in m.parameters()]
+    for _ in range(200):
+        sync(dev); t0 = time.perf_counter(); torch.nn.utils.get_total_norm(grads, foreach=True); sync(dev); td.append(time.perf_counter() - t0)
+    a, bb, c, d = statistics.median(ta), statistics.median(tb), statistics.median(tc), statistics.median(td)
     n = sum(p.numel() for p in m.parameters())
     print(f"device {dev}, torch {torch.__version__}, threads {torch.get_num_threads()}, params {n:,}, batch {B}")
     print(f"(a) step with norm     {a * 1e3:9.2f} ms (median of {steps})")
     print(f"(b) step without norm  {bb * 1e3:9.2f} ms")
     print(f"(c) norm alone         {c * 1e3:9.3f} ms (median of 200)")
+    print(f"(d) torch.nn.utils.get_total_norm(foreach=True) alone, for comparison: {d * 1e3:.3f} ms")
     print(f"norm / step: {100 * c / a:.3f}%   (a-b)/b: {100 * (a - bb) / bb:+.2f}% (noise-limited A/B)")
 
 if __name__ == '__main__':
