@@ -22,7 +22,7 @@ def test_a_page_per_notebook_with_its_symbols(site):
     assert len(nbs) >= 10
     for nb in nbs:
         mod = _default_exp(nb)
-        page = site / (f'{mod}.html' if mod else f'{nb.stem}.html')
+        page = site / (f'{mod}.html' if mod else re.sub(r'^\d+_', '', nb.stem) + '.html')   # as Quarto names pages
         assert page.is_file(), f"no page for {nb.name} (expected {page.name})"
         html = page.read_text()
         assert '<nav' in html and 'index.html' in html, f"{page.name}: no navigation bar"
@@ -32,6 +32,11 @@ def test_a_page_per_notebook_with_its_symbols(site):
         names = [n for n in getattr(m, '__all__', []) if callable(getattr(m, n))]   # constants get no show_doc section
         missing = [n for n in names if f'id="{n}"' not in html]
         assert not missing, f"{page.name}: exported symbols without a show_doc section: {missing}"
+
+def test_landing_page_image_is_there(site):
+    html = (site / 'index.html').read_text()
+    imgs = re.findall(r'<img[^>]+src="([^"]+)"', html)
+    assert imgs and all((site / i).is_file() for i in imgs if not i.startswith(('http', 'data:'))), imgs
 
 def test_hidden_cells_and_directives_are_not_shown(site):
     html = (site / 'train.html').read_text()

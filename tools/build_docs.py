@@ -23,11 +23,16 @@ def _frontmatter(nb) -> dict:
     nb.cells.pop(0)
     return yaml.safe_load(c.source.strip().strip('-')) or {}
 
+_QUARTO_ATTR = re.compile(r'\[([^\]]+)\]\(([^)\s]+)\)\{target="_blank" style="([^"]*)"\}')
+
 def _prepare(nb):
     "Drop directive lines; hide the input of `echo: false` cells (show_doc) and cells that are only directives."
     for c in nb.cells:
         c.pop('has_sd', None)   # nbdev's processing marker, not part of the notebook format
         if c.cell_type != 'code': continue
+        for o in c.get('outputs', []):   # Quarto's link attributes (show_doc's "source" link) as plain HTML
+            md = o.get('data', {}).get('text/markdown')
+            if md: o['data']['text/markdown'] = _QUARTO_ATTR.sub(r'<a href="\2" target="_blank" style="\3">\1</a>', ''.join(md))
         lines = c.source.splitlines()
         dirs = [l.replace(' ', '') for l in lines if l.startswith('#|')]
         c.source = '\n'.join(l for l in lines if not l.startswith('#|'))
@@ -35,7 +40,8 @@ def _prepare(nb):
 
 def _nav(pages) -> str:
     links = ' | '.join(f'<a href="{f}">{t}</a>' for f, t in pages)
-    return f'<nav style="padding:.6em 1em;border-bottom:1px solid #ddd;font-family:sans-serif;font-size:90%">{links}</nav>'
+    style = '<style>.jp-RenderedMarkdown pre { margin-bottom: 1em; }</style>'
+    return f'{style}<nav style="padding:.6em 1em;border-bottom:1px solid #ddd;font-family:sans-serif;font-size:90%">{links}</nav>'
 
 def build(out=root / '_site_offline') -> list[Path]:
     "Process the notebooks and write one HTML page per notebook to `out`; returns the pages."
@@ -44,7 +50,7 @@ def build(out=root / '_site_offline') -> list[Path]:
     out = Path(out); shutil.rmtree(out, ignore_errors=True); out.mkdir(parents=True)
     from traitlets.config import Config
     c = Config(); c.TagRemovePreprocessor.remove_input_tags = {'remove_input'}; c.TagRemovePreprocessor.enabled = True
-    exp = HTMLExporter(template_name='lab', config=c)
+    exp = HTMLExporter(template_name='lab', config=c, exclude_input_prompt=True, exclude_output_prompt=True)
     site = f"{cfg.doc_host}{cfg.doc_baseurl}".rstrip('/') + '/'
     docs = []
     for p in sorted(proc.glob('*.ipynb'), key=lambda p: (p.stem != 'index', p.stem)):
@@ -59,6 +65,7 @@ def build(out=root / '_site_offline') -> list[Path]:
         html = html.replace(site, '')
         html = re.sub(r'(<body[^>]*>)', lambda m: m.group(1) + _nav(pages), html, count=1)
         (out / f).write_text(html, encoding='utf-8')
+    if (proc / 'images').is_dir(): shutil.copytree(proc / 'images', out / 'images')
     return [out / f for f, _ in pages]
 
 if __name__ == '__main__':
