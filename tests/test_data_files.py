@@ -380,3 +380,16 @@ def test_readers_never_write(tmp_path):
             try: fn(f)
             except DataError: pass
     assert snap() == before
+
+
+def test_sample_matches_arch_loaders():
+    "`load_sample` reads arch's bundled files directly (no `import arch`); the bars must equal arch's own loaders."
+    from arch.data import sp500, nasdaq
+    from tft_nb.data import load_sample
+    s = load_sample()
+    for name, mod in (('sp500', sp500), ('nasdaq', nasdaq)):
+        ref = mod.load()
+        got = s[s.symbol == name].set_index('ts_event')
+        np.testing.assert_array_equal(got.index.tz_localize(None).values, ref.index.values)
+        for col in ('open', 'high', 'low', 'close', 'volume'):
+            np.testing.assert_array_equal(got[col].to_numpy(), ref[col.capitalize()].to_numpy(dtype='float64'), err_msg=f"{name}.{col}")

@@ -4,7 +4,7 @@
 
 # %% ../nbs/00_data.ipynb #4544bcd4
 from __future__ import annotations
-import io, struct
+import importlib.util, io, struct
 from pathlib import Path
 from types import SimpleNamespace as NS
 import numpy as np, pandas as pd
@@ -242,10 +242,18 @@ def read_ohlcv(path) -> pd.DataFrame:
     return check_bars(_tidy(pd.concat(parts, ignore_index=True), by_time=True), path)
 
 # %% ../nbs/00_data.ipynb #02e7b750
+def _arch_file(name: str) -> Path:
+    "Path of the `arch` package's bundled `data/{name}/{name}.csv.gz`, found without importing `arch` (that import takes seconds)."
+    spec = importlib.util.find_spec('arch')
+    if spec is None or not spec.submodule_search_locations:
+        raise DataError("the built-in sample data comes with the `arch` package, which is not installed (pip install arch)")
+    f = Path(list(spec.submodule_search_locations)[0]) / 'data' / name / f'{name}.csv.gz'
+    if not f.exists(): raise DataError(f"{f}: sample data file missing from the installed `arch` package")
+    return f
+
 def load_sample() -> pd.DataFrame:
     "Daily OHLCV bars of the S&P 500 and NASDAQ Composite, 1999-2018, from the `arch` package (offline)."
-    from arch.data import sp500, nasdaq
-    frames = [m.load().rename_axis('ts_event').reset_index().assign(symbol=name) for name, m in (('sp500', sp500), ('nasdaq', nasdaq))]
-    df = normalize_columns(pd.concat(frames, ignore_index=True), 'arch sample data')
+    frames = [pd.read_csv(_arch_file(name), parse_dates=['Date']).assign(symbol=name) for name in ('sp500', 'nasdaq')]
+    df = normalize_columns(pd.concat(frames, ignore_index=True).rename(columns={'Date': 'ts_event'}), 'arch sample data')
     df.attrs.update(source='arch.data (sp500, nasdaq)', schema='ohlcv-1d')
     return check_bars(_tidy(df), 'arch sample data')
