@@ -1,16 +1,20 @@
 """Overhead of the global gradient norm in a training step (issue: must be < 0.5% of a step).
 
-Times, side by side in one run, for the default TFT (hidden 256, 8 heads, 2 LSTM layers) on a batch of 32 windows
-of the benchmark task's shape (60 past days, 5 ahead, 6 encoder and 2 decoder inputs, one static id):
-  (a) a full training step as `tft_nb.fit.train_step` runs it (zero_grad, forward, loss, backward, norm, Adam step);
-  (b) the same step without the norm;
-  (c) the norm alone (`grad_norm` + `GradNormStats.update`) on the gradients of a real backward pass;
-  (d) PyTorch's `get_total_norm` on the same gradients (what `grad_norm` uses on a GPU).
-Steps (a) and (b) alternate so that machine noise hits both alike. Prints medians and the overhead ratios.
+The default TFT (hidden 256, 8 heads, 2 LSTM layers, fused Adam as `fit` builds it) on batches of 32 windows of the
+benchmark task's shape (60 past days, 5 ahead, 6 encoder and 2 decoder inputs, one static id). In one run:
+  (a) full training steps, `tft_nb.fit.train_step` itself (zero_grad, forward, loss, backward, norm, Adam step);
+  (c) inside those same steps, the time of the norm call alone (`grad_norm` is wrapped with a timer, so it is timed
+      where it runs: right after the backward pass, on the gradients it just wrote) plus `GradNormStats.update`,
+      which `fit` calls once per step;
+  (b) steps of a copy of `train_step` without the norm, alternating with (a) so that machine noise hits both alike;
+  (d) the norm repeated 200 times on the same gradients (warm caches), and `torch.nn.utils.get_total_norm`
+      (what `grad_norm` uses on a GPU) for comparison.
+The overhead is (c) / (a). (a) - (b) is printed too, but on a shared machine its noise is larger than the norm.
 Usage: python bench/grad_norm_bench.py [--steps N] [--device cpu|cuda]
 """
 import argparse, statistics, time
 import torch
+import tft_nb.fit as F
 from tft_nb.windows import Batch
 from tft_nb.model import TFTConfig, TemporalFusionTransformer
 from tft_nb.loss import quantile_loss
@@ -22,36 +26,45 @@ def sync(dev):
 def main(steps=20, device='cpu'):
     dev = torch.device(device); torch.manual_seed(0)
     cfg = TFTConfig(encoder_vars=6, decoder_vars=2, static_cardinalities=(2,), encoder_length=60, horizon=5)
-    m = TemporalFusionTransformer(cfg).to(dev); opt = torch.optim.Adam(m.parameters(), 1e-3)
+    m = TemporalFusionTransformer(cfg).to(dev).train(); opt = F._make_optimizer(m, F.TrainConfig())
     B = 32
     b = Batch(torch.randint(0, 2, (B, 1)), torch.randn(B, 60, 6), torch.randn(B, 5, 2), torch.randn(B, 5),
               torch.zeros(B, dtype=torch.long), torch.zeros(B, dtype=torch.long)).to(dev)
-    stats = GradNormStats()
-    def step(with_norm):
+    stats, inside = GradNormStats(), []
+    def timed_norm(params):                       # replaces grad_norm inside tft_nb.fit.train_step
+        sync(dev); t0 = time.perf_counter()
+        n = grad_norm(params); stats.update(n)
+        sync(dev); inside.append(time.perf_counter() - t0)
+        return n
+    F.grad_norm = timed_norm
+    def without_norm():                           # train_step minus the norm
         opt.zero_grad(set_to_none=True)
-        quantile_loss(m(b).quantiles, b.target, cfg.quantiles).backward()
-        if with_norm: stats.update(grad_norm(m.parameters()))
+        quantile_loss(m(b).quantiles.float(), b.target, cfg.quantiles).backward()
         opt.step()
-    for _ in range(3): step(True); step(False)
+    for _ in range(3): F.train_step(m, opt, [b]); without_norm()
+    inside.clear()
     ta, tb = [], []
     for _ in range(steps):
-        for with_norm, acc in ((True, ta), (False, tb)):
-            sync(dev); t0 = time.perf_counter(); step(with_norm); sync(dev); acc.append(time.perf_counter() - t0)
-    tc = []
+        for fn, acc in ((lambda: F.train_step(m, opt, [b]), ta), (without_norm, tb)):
+            sync(dev); t0 = time.perf_counter(); fn(); sync(dev); acc.append(time.perf_counter() - t0)
+    params = [p for g in opt.param_groups for p in g['params']]
+    td, te = [], []
     for _ in range(200):
-        sync(dev); t0 = time.perf_counter(); stats.update(grad_norm(m.parameters())); sync(dev); tc.append(time.perf_counter() - t0)
-    td = []
-    grads = [p.grad for p in m.parameters()]
+        sync(dev); t0 = time.perf_counter(); stats.update(grad_norm(params)); sync(dev); td.append(time.perf_counter() - t0)
+    grads = [p.grad for p in params]
     for _ in range(200):
-        sync(dev); t0 = time.perf_counter(); torch.nn.utils.get_total_norm(grads, foreach=True); sync(dev); td.append(time.perf_counter() - t0)
-    a, bb, c, d = statistics.median(ta), statistics.median(tb), statistics.median(tc), statistics.median(td)
-    n = sum(p.numel() for p in m.parameters())
+        sync(dev); t0 = time.perf_counter(); torch.nn.utils.get_total_norm(grads, foreach=True); sync(dev); te.append(time.perf_counter() - t0)
+    med = statistics.median
+    a, bb, c, d, e = med(ta), med(tb), med(inside), med(td), med(te)
+    n = sum(p.numel() for p in params)
     print(f"device {dev}, torch {torch.__version__}, threads {torch.get_num_threads()}, params {n:,}, batch {B}")
-    print(f"(a) step with norm     {a * 1e3:9.2f} ms (median of {steps})")
-    print(f"(b) step without norm  {bb * 1e3:9.2f} ms")
-    print(f"(c) norm alone         {c * 1e3:9.3f} ms (median of 200)")
-    print(f"(d) torch.nn.utils.get_total_norm(foreach=True) alone, for comparison: {d * 1e3:.3f} ms")
-    print(f"norm / step: {100 * c / a:.3f}%   (a-b)/b: {100 * (a - bb) / bb:+.2f}% (noise-limited A/B)")
+    print(f"(a) train_step (with norm)          {a * 1e3:9.2f} ms (median of {steps})")
+    print(f"(b) the same step without the norm  {bb * 1e3:9.2f} ms (median of {steps}, alternating with (a))")
+    print(f"(c) norm + stats inside (a)         {c * 1e3:9.3f} ms (median of {steps}; min {min(inside) * 1e3:.3f}, max {max(inside) * 1e3:.3f})")
+    print(f"(d) norm + stats, warm, repeated    {d * 1e3:9.3f} ms (median of 200)")
+    print(f"    torch.nn.utils.get_total_norm(foreach=True), warm: {e * 1e3:.3f} ms (median of 200)")
+    print(f"overhead (c)/(a): {100 * c / a:.3f}% of a step (max single step {100 * max(inside) / a:.3f}%);"
+          f"   (a-b)/b: {100 * (a - bb) / bb:+.2f}% (noise-limited A/B)")
 
 if __name__ == '__main__':
     ap = argparse.ArgumentParser(); ap.add_argument('--steps', type=int, default=20); ap.add_argument('--device', default='cpu')

@@ -77,8 +77,9 @@ def train_step(model, opt: torch.optim.Optimizer, micro: list[Batch], grad_clip:
         loss = quantile_loss(pred.float(), b.target, q)
         (w * loss).backward()
         total = total + w * loss.detach()
-    norm = grad_norm(model.parameters())
-    if grad_clip > 0: torch.nn.utils.clip_grads_with_norm_(model.parameters(), grad_clip, norm)
+    params = [p for g in opt.param_groups for p in g['params']]   # what opt.step() updates; a list, no module walk
+    norm = grad_norm(params)
+    if grad_clip > 0: torch.nn.utils.clip_grads_with_norm_(params, grad_clip, norm)
     opt.step()
     return total, norm
 

@@ -34,20 +34,18 @@ def grad_norm(params) -> Tensor:
 VANISHING, EXPLODING = 1e-8, 100.0   # gradient-norm warning thresholds
 
 class GradNormStats:
-    "Per-epoch statistics of the gradient norm, accumulated on the device without host syncs."
-    def __init__(self): self.steps, self._acc = 0, None
+    "Per-epoch statistics of the gradient norm: the steps' norms stay on the device until `summary` reads them once."
+    def __init__(self): self.norms = []
+    @property
+    def steps(self) -> int: return len(self.norms)
     def update(self, norm: Tensor):
-        "Add one step's gradient norm (a device tensor; no sync)."
-        n = norm.detach().float()
-        row = torch.stack([n, n, n, (n < VANISHING).float(), (n > EXPLODING).float()])
-        if self._acc is None: self._acc = row
-        else: self._acc = torch.stack([self._acc[0] + n, torch.minimum(self._acc[1], n), torch.maximum(self._acc[2], n),
-                                       self._acc[3] + row[3], self._acc[4] + row[4]])
-        self.steps += 1
+        "Add one step's gradient norm (a device tensor; no kernel launch, no sync)."
+        self.norms.append(norm.detach())
     def summary(self) -> dict:
         "Mean, min, max and the counts of vanishing / exploding steps (one host sync)."
-        if self._acc is None: return dict(mean=float('nan'), min=float('nan'), max=float('nan'), vanishing=0, exploding=0)
-        s, mn, mx, v, e = self._acc.tolist()
+        if not self.norms: return dict(mean=float('nan'), min=float('nan'), max=float('nan'), vanishing=0, exploding=0)
+        n = torch.stack(self.norms).float()
+        s, mn, mx, v, e = torch.stack([n.sum(), n.min(), n.max(), (n < VANISHING).sum().float(), (n > EXPLODING).sum().float()]).tolist()
         return dict(mean=s / self.steps, min=mn, max=mx, vanishing=int(v), exploding=int(e))
 
 def check_grad_norms(s: dict, log: logging.Logger, epoch: int):
