@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from torch import nn, Tensor
 
 # %% auto #0
-__all__ = ['VariableLinear', 'VariableLayerNorm', 'GatedLinearUnit', 'GateAddNorm', 'GatedResidualNetwork']
+__all__ = ['VariableLinear', 'VariableLayerNorm', 'dropout', 'Dropout', 'GatedLinearUnit', 'GateAddNorm', 'GatedResidualNetwork']
 
 # %% ../nbs/02_gating.ipynb #a6302ea9
 class VariableLinear(nn.Module):
@@ -47,6 +47,23 @@ def _layer_norm(d:int, variables:int=0) -> nn.Module:
     "One `nn.LayerNorm`, or `variables` independent ones."
     return VariableLayerNorm(variables, d) if variables else nn.LayerNorm(d)
 
+# %% ../nbs/02_gating.ipynb #0433ada6
+def dropout(x:Tensor, p:float, training:bool=True) -> Tensor:
+    "Inverted dropout: PyTorch's kernel off the CPU; on the CPU four elements per random 64-bit draw (rate rounded to 1/32768)."
+    if not training or p == 0: return x
+    if x.device.type != 'cpu': return F.dropout(x, p, True)
+    k = round(p * 32768)                                                  # drop when a 15-bit uniform draw < k
+    if k >= 32768: return torch.zeros_like(x)
+    n = x.numel()
+    r = torch.empty((n + 3) // 4, dtype=torch.int64).random_()            # uniform on [0, 2**63): 63 random bits
+    u = r.view(torch.int16)[:n].bitwise_and_(0x7FFF)                      # 4 independent 15-bit uniforms per draw
+    keep = torch.ge(u.view(x.shape), k, out=torch.empty(x.shape, dtype=x.dtype))  # 1.0 kept, 0.0 dropped
+    return x * keep.mul_(32768 / (32768 - k))
+
+class Dropout(nn.Dropout):
+    "`nn.Dropout` that calls `dropout`."
+    def forward(self, x:Tensor) -> Tensor: return dropout(x, self.p, self.training)
+
 # %% ../nbs/02_gating.ipynb #d92d1dd8
 class GatedLinearUnit(nn.Module):
     "Linear map whose output is scaled by a learned sigmoid gate (Eq. 5)."
@@ -57,7 +74,7 @@ class GatedLinearUnit(nn.Module):
         variables:int=0,   # 0: one shared unit; V: V independent units along axis -2
     ):
         super().__init__()
-        self.drop, self.proj = nn.Dropout(dropout), _linear(d_in, 2 * d_out, variables)
+        self.drop, self.proj = Dropout(dropout), _linear(d_in, 2 * d_out, variables)
     def forward(self, x:Tensor) -> Tensor:     # (..., d_in)
         a, g = self.proj(self.drop(x)).chunk(2, dim=-1)
         return a * torch.sigmoid(g)            # (..., d_out)

@@ -1,0 +1,64 @@
+"""CPU dropout: PyTorch's `F.dropout` against `tft_nb.gating.dropout` (four elements per random 64-bit draw).
+
+Prints, side by side in one run on the CPU:
+  1. the time of one dropout call (p = 0.1) on the largest activation the TFT drops, the encoder's per-variable
+     GRN input (B, Te, V, H) = (32, 60, 6, H), for H = 16 (tft_train's quick run) and H = 256 (the default);
+  2. the time of a training step (zero_grad, forward, pinball loss, backward, fused Adam), batch 32, of the
+     quick-run model (hidden 16, 2 heads) and of the default model (hidden 256, 8 heads), each built with
+     `nn.Dropout` and with `tft_nb.gating.Dropout`, the two steps alternating so that machine noise hits both alike.
+Usage: python bench/dropout_bench.py [--steps N] [--default-steps N]
+"""
+import argparse, statistics, time
+import torch, torch.nn.functional as F
+from torch import nn
+import tft_nb.gating as G
+from tft_nb.windows import Batch
+from tft_nb.model import TFTConfig, TemporalFusionTransformer
+from tft_nb.loss import quantile_loss
+
+def per_call(fn, reps=200) -> float:
+    fn(); ts = []
+    for _ in range(reps):
+        t0 = time.perf_counter(); fn(); ts.append(time.perf_counter() - t0)
+    return statistics.median(ts)
+
+def build(drop_cls, H=16, heads=2):
+    "The quick-run TFT with GLU dropout modules of class `drop_cls` (seeded, same weights for both)."
+    G.Dropout, keep = drop_cls, G.Dropout
+    try:
+        torch.manual_seed(0)
+        cfg = TFTConfig(encoder_vars=6, decoder_vars=2, static_cardinalities=(2,), encoder_length=60, horizon=5, hidden_size=H, attention_heads=heads)
+        m = TemporalFusionTransformer(cfg).train()
+    finally: G.Dropout = keep
+    return m, torch.optim.Adam(m.parameters(), 1e-3, fused=True), cfg
+
+def compare_steps(H, heads, steps):
+    B = 32
+    batch = Batch(torch.randint(0, 2, (B, 1)), torch.randn(B, 60, 6), torch.randn(B, 5, 2), torch.randn(B, 5),
+                  torch.zeros(B, dtype=torch.long), torch.zeros(B, dtype=torch.long))
+    runs = {'nn.Dropout': build(nn.Dropout, H, heads), 'tft_nb Dropout': build(G.Dropout, H, heads)}
+    assert type(runs['tft_nb Dropout'][0].positionwise.gate_norm.glu.drop) is G.Dropout
+    assert type(runs['nn.Dropout'][0].positionwise.gate_norm.glu.drop) is nn.Dropout
+    ts = {k: [] for k in runs}
+    for i in range(steps + 3):
+        for k, (m, opt, cfg) in runs.items():
+            t0 = time.perf_counter()
+            opt.zero_grad(set_to_none=True); quantile_loss(m(batch).quantiles, batch.target, cfg.quantiles).backward(); opt.step()
+            if i >= 3: ts[k].append(time.perf_counter() - t0)
+    med = {k: statistics.median(v) for k, v in ts.items()}
+    print(f"training step, hidden {H}, batch {B} (median of {steps}, alternating): "
+          + ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in med.items())
+          + f"; saving {100 * (1 - med['tft_nb Dropout'] / med['nn.Dropout']):.1f}%")
+
+def main(steps=40, default_steps=8):
+    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, CPU")
+    for H in (16, 256):
+        x = torch.randn(32, 60, 6, H)
+        a, b = per_call(lambda: F.dropout(x, 0.1, True)), per_call(lambda: G.dropout(x, 0.1))
+        print(f"dropout on {tuple(x.shape)}: F.dropout {a * 1e3:.3f} ms, tft_nb dropout {b * 1e3:.3f} ms ({a / b:.1f}x)")
+    compare_steps(16, 2, steps)
+    compare_steps(256, 8, default_steps)
+
+if __name__ == '__main__':
+    ap = argparse.ArgumentParser(); ap.add_argument('--steps', type=int, default=40); ap.add_argument('--default-steps', type=int, default=8)
+    main(**vars(ap.parse_args()))
