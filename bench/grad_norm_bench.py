@@ -8,9 +8,12 @@ benchmark task's shape (60 past days, 5 ahead, 6 encoder and 2 decoder inputs, o
       which `fit` calls once per step;
   (b) steps of a copy of `train_step` without the norm, alternating with (a) so that machine noise hits both alike;
   (d) the norm repeated 200 times on the same gradients (warm caches), and `torch.nn.utils.get_total_norm`
-      (what `grad_norm` uses on a GPU) for comparison.
+      (what `grad_norm` uses on a GPU) for comparison;
+  (e) after a fresh backward pass each time (untimed), norm + Adam step against Adam step alone, alternating:
+      whether reading the gradients for the norm makes the optimizer's own read of them cheaper (it would if the
+      marginal cost were below the norm's own time).
 The overhead is (c) / (a). (a) - (b) is printed too, but on a shared machine its noise is larger than the norm.
-Usage: python bench/grad_norm_bench.py [--steps N] [--device cpu|cuda]
+Usage: python bench/grad_norm_bench.py [--steps N] [--device cpu|cuda] [--hidden 256 --heads 8 --lstm-layers 2 --batch 32]
 """
 import argparse, statistics, time
 import torch
@@ -23,11 +26,12 @@ from tft_nb.train import grad_norm, GradNormStats
 def sync(dev):
     if dev.type == 'cuda': torch.cuda.synchronize()
 
-def main(steps=20, device='cpu'):
+def main(steps=20, device='cpu', hidden=256, heads=8, lstm_layers=2, batch=32):
     dev = torch.device(device); torch.manual_seed(0)
-    cfg = TFTConfig(encoder_vars=6, decoder_vars=2, static_cardinalities=(2,), encoder_length=60, horizon=5)
+    cfg = TFTConfig(encoder_vars=6, decoder_vars=2, static_cardinalities=(2,), encoder_length=60, horizon=5,
+                    hidden_size=hidden, attention_heads=heads, lstm_layers=lstm_layers)
     m = TemporalFusionTransformer(cfg).to(dev).train(); opt = F._make_optimizer(m, F.TrainConfig())
-    B = 32
+    B = batch
     b = Batch(torch.randint(0, 2, (B, 1)), torch.randn(B, 60, 6), torch.randn(B, 5, 2), torch.randn(B, 5),
               torch.zeros(B, dtype=torch.long), torch.zeros(B, dtype=torch.long)).to(dev)
     stats, inside = GradNormStats(), []
@@ -54,18 +58,29 @@ def main(steps=20, device='cpu'):
     grads = [p.grad for p in params]
     for _ in range(200):
         sync(dev); t0 = time.perf_counter(); torch.nn.utils.get_total_norm(grads, foreach=True); sync(dev); te.append(time.perf_counter() - t0)
+    tn, to = [], []
+    for i in range(2 * steps + 4):
+        with_norm = i % 2 == 0
+        opt.zero_grad(set_to_none=True); quantile_loss(m(b).quantiles.float(), b.target, cfg.quantiles).backward()
+        sync(dev); t0 = time.perf_counter()
+        if with_norm: grad_norm(params)
+        opt.step(); sync(dev)
+        if i >= 4: (tn if with_norm else to).append(time.perf_counter() - t0)
     med = statistics.median
     a, bb, c, d, e = med(ta), med(tb), med(inside), med(td), med(te)
     n = sum(p.numel() for p in params)
-    print(f"device {dev}, torch {torch.__version__}, threads {torch.get_num_threads()}, params {n:,}, batch {B}")
+    print(f"device {dev}, torch {torch.__version__}, threads {torch.get_num_threads()}, hidden {hidden}, heads {heads}, "
+          f"LSTM layers {lstm_layers}, params {n:,}, batch {B}")
     print(f"(a) train_step (with norm)          {a * 1e3:9.2f} ms (median of {steps})")
     print(f"(b) the same step without the norm  {bb * 1e3:9.2f} ms (median of {steps}, alternating with (a))")
     print(f"(c) norm + stats inside (a)         {c * 1e3:9.3f} ms (median of {steps}; min {min(inside) * 1e3:.3f}, max {max(inside) * 1e3:.3f})")
     print(f"(d) norm + stats, warm, repeated    {d * 1e3:9.3f} ms (median of 200)")
     print(f"    torch.nn.utils.get_total_norm(foreach=True), warm: {e * 1e3:.3f} ms (median of 200)")
+    print(f"(e) norm + Adam step {med(tn) * 1e3:.2f} ms, Adam step alone {med(to) * 1e3:.2f} ms: marginal {(med(tn) - med(to)) * 1e3:.3f} ms (medians of {steps})")
     print(f"overhead (c)/(a): {100 * c / a:.3f}% of a step (max single step {100 * max(inside) / a:.3f}%);"
           f"   (a-b)/b: {100 * (a - bb) / bb:+.2f}% (noise-limited A/B)")
 
 if __name__ == '__main__':
     ap = argparse.ArgumentParser(); ap.add_argument('--steps', type=int, default=20); ap.add_argument('--device', default='cpu')
+    for k, v in (('hidden', 256), ('heads', 8), ('lstm-layers', 2), ('batch', 32)): ap.add_argument(f'--{k}', type=int, default=v)
     main(**vars(ap.parse_args()))
