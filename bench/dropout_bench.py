@@ -12,18 +12,14 @@ import argparse, statistics, time
 import torch, torch.nn.functional as F
 from torch import nn
 import tft_nb.gating as G
-from tft_nb.windows import Batch
 from tft_nb.model import TFTConfig, TemporalFusionTransformer
 from tft_nb.loss import quantile_loss
+from model_bench import make_batch, timed          # bench/ is on sys.path when this file runs as a script
 
-def per_call(fn, reps=200) -> float:
-    fn(); ts = []
-    for _ in range(reps):
-        t0 = time.perf_counter(); fn(); ts.append(time.perf_counter() - t0)
-    return statistics.median(ts)
+CPU = torch.device('cpu')
 
 def build(drop_cls, H=16, heads=2):
-    "The quick-run TFT with GLU dropout modules of class `drop_cls` (seeded, same weights for both)."
+    "A TFT of the benchmark task's shape with GLU dropout modules of class `drop_cls` (seeded: same weights for either class)."
     G.Dropout, keep = drop_cls, G.Dropout
     try:
         torch.manual_seed(0)
@@ -34,9 +30,8 @@ def build(drop_cls, H=16, heads=2):
 
 def compare_steps(H, heads, steps):
     B = 32
-    batch = Batch(torch.randint(0, 2, (B, 1)), torch.randn(B, 60, 6), torch.randn(B, 5, 2), torch.randn(B, 5),
-                  torch.zeros(B, dtype=torch.long), torch.zeros(B, dtype=torch.long))
     runs = {'nn.Dropout': build(nn.Dropout, H, heads), 'tft_nb Dropout': build(G.Dropout, H, heads)}
+    batch = make_batch(runs['nn.Dropout'][2], B, CPU)
     assert type(runs['tft_nb Dropout'][0].positionwise.gate_norm.glu.drop) is G.Dropout
     assert type(runs['nn.Dropout'][0].positionwise.gate_norm.glu.drop) is nn.Dropout
     ts = {k: [] for k in runs}
@@ -54,7 +49,7 @@ def main(steps=40, default_steps=8):
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, CPU")
     for H in (16, 256):
         x = torch.randn(32, 60, 6, H)
-        a, b = per_call(lambda: F.dropout(x, 0.1, True)), per_call(lambda: G.dropout(x, 0.1))
+        a, b = timed(lambda: F.dropout(x, 0.1, True), CPU, 200, 1), timed(lambda: G.dropout(x, 0.1), CPU, 200, 1)
         print(f"dropout on {tuple(x.shape)}: F.dropout {a * 1e3:.3f} ms, tft_nb dropout {b * 1e3:.3f} ms ({a / b:.1f}x)")
     compare_steps(16, 2, steps)
     compare_steps(256, 8, default_steps)

@@ -18,7 +18,7 @@ Usage: python bench/grad_norm_bench.py [--steps N] [--device cpu|cuda] [--hidden
 import argparse, statistics, time
 import torch
 import tft_nb.fit as F
-from tft_nb.windows import Batch
+from model_bench import make_batch              # bench/ is on sys.path when this file runs as a script
 from tft_nb.model import TFTConfig, TemporalFusionTransformer
 from tft_nb.loss import quantile_loss
 from tft_nb.train import grad_norm, GradNormStats
@@ -32,8 +32,7 @@ def main(steps=20, device='cpu', hidden=256, heads=8, lstm_layers=2, batch=32):
                     hidden_size=hidden, attention_heads=heads, lstm_layers=lstm_layers)
     m = TemporalFusionTransformer(cfg).to(dev).train(); opt = F._make_optimizer(m, F.TrainConfig())
     B = batch
-    b = Batch(torch.randint(0, 2, (B, 1)), torch.randn(B, 60, 6), torch.randn(B, 5, 2), torch.randn(B, 5),
-              torch.zeros(B, dtype=torch.long), torch.zeros(B, dtype=torch.long)).to(dev)
+    b = make_batch(cfg, B, dev)
     stats, inside = GradNormStats(), []
     def timed_norm(params):                       # replaces grad_norm inside tft_nb.fit.train_step
         sync(dev); t0 = time.perf_counter()

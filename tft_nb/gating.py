@@ -55,9 +55,9 @@ def dropout(x:Tensor, p:float, training:bool=True) -> Tensor:
     k = round(p * 32768)                                                  # drop when a 15-bit uniform draw < k
     if k >= 32768: return torch.zeros_like(x)
     n = x.numel()
-    r = torch.empty((n + 3) // 4, dtype=torch.int64).random_()            # uniform on [0, 2**63): 63 random bits
+    r = torch.empty((n + 3) // 4, dtype=torch.int64, device=x.device).random_()            # uniform on [0, 2**63): 63 random bits
     u = r.view(torch.int16)[:n].bitwise_and_(0x7FFF)                      # 4 independent 15-bit uniforms per draw
-    keep = torch.ge(u.view(x.shape), k, out=torch.empty(x.shape, dtype=x.dtype))  # 1.0 kept, 0.0 dropped
+    keep = torch.ge(u.view(x.shape), k, out=torch.empty(x.shape, dtype=x.dtype, device=x.device))  # 1.0 kept, 0.0 dropped
     return x * keep.mul_(32768 / (32768 - k))
 
 class Dropout(nn.Dropout):

@@ -35,16 +35,15 @@ VANISHING, EXPLODING = 1e-8, 100.0   # gradient-norm warning thresholds
 
 class GradNormStats:
     "Per-epoch statistics of the gradient norm: the steps' norms stay on the device until `summary` reads them once."
-    def __init__(self): self.norms = []
-    @property
-    def steps(self) -> int: return len(self.norms)
+    def __init__(self, join_every: int = 4096): self.norms, self.steps, self.join_every = [], 0, join_every
     def update(self, norm: Tensor):
-        "Add one step's gradient norm (a device tensor; no kernel launch, no sync)."
-        self.norms.append(norm.detach())
+        "Add one step's gradient norm (a device tensor; no sync, and no kernel but one per `join_every` steps)."
+        self.norms.append(norm.detach().reshape(1)); self.steps += 1
+        if len(self.norms) > self.join_every: self.norms = [torch.cat(self.norms)]   # bounded count of small tensors
     def summary(self) -> dict:
         "Mean, min, max and the counts of vanishing / exploding steps (one host sync)."
         if not self.norms: return dict(mean=float('nan'), min=float('nan'), max=float('nan'), vanishing=0, exploding=0)
-        n = torch.stack(self.norms).float()
+        n = torch.cat(self.norms).float()
         s, mn, mx, v, e = torch.stack([n.sum(), n.min(), n.max(), (n < VANISHING).sum().float(), (n > EXPLODING).sum().float()]).tolist()
         return dict(mean=s / self.steps, min=mn, max=mx, vanishing=int(v), exploding=int(e))
 
