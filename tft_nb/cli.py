@@ -8,6 +8,8 @@ import argparse, logging, sys
 from dataclasses import asdict
 from pathlib import Path
 import numpy as np, pandas as pd, torch
+from pandas.tseries.holiday import (Holiday, GoodFriday, USMartinLutherKingJr, USPresidentsDay, USMemorialDay, USLaborDay,
+                                    USThanksgivingDay, nearest_workday, sunday_to_monday)
 from fastcore.script import call_parse, anno_parser, Param, store_true
 from .data import DataError, read_ohlcv, load_sample
 from .windows import DataConfig, PRESETS, Scaler, Windows, WindowData, make_windows
@@ -16,8 +18,8 @@ from .checkpoint import load_checkpoint, CheckpointError
 from .fit import TrainConfig, fit, test_metrics, predict, original_units, resolve_device
 
 # %% auto #0
-__all__ = ['load_bars', 'data_config', 'config_lines', 'tft_train', 'main_train', 'future_times', 'forecast_frame', 'load_model',
-           'future_windows', 'tft_predict', 'main_predict']
+__all__ = ['HOLIDAYS', 'load_bars', 'data_config', 'config_lines', 'tft_train', 'main_train', 'observed_holidays', 'future_times',
+           'forecast_frame', 'load_model', 'future_windows', 'tft_predict', 'main_predict']
 
 # %% ../nbs/11_cli.ipynb #46032dde
 def load_bars(data: str | None) -> tuple[pd.DataFrame, str]:
@@ -123,12 +125,29 @@ def main_train(argv=None):
     _run(tft_train, 'tft_train', argv)
 
 # %% ../nbs/11_cli.ipynb #71adf679
+HOLIDAYS = [Holiday("New Year's Day", month=1, day=1, observance=sunday_to_monday), USMartinLutherKingJr, USPresidentsDay,
+            GoodFriday, USMemorialDay, Holiday('Juneteenth', month=6, day=19, start_date='2022-01-01', observance=nearest_workday),
+            Holiday('Independence Day', month=7, day=4, observance=nearest_workday), USLaborDay, USThanksgivingDay,
+            Holiday('Christmas Day', month=12, day=25, observance=nearest_workday)]   # the US exchanges' (NYSE, Nasdaq) rules
+
+def observed_holidays(days: pd.DatetimeIndex, rules=HOLIDAYS) -> list:
+    "The holiday `rules` a series of daily bars `days` (tz-naive dates) closes on: most of their past weekday dates have no bar."
+    observed = []
+    for r in rules:
+        past = r.dates(days.min(), days.max())
+        past = past[past.day_of_week < 5]
+        if len(past) and (~past.isin(days)).mean() > 0.5: observed.append(r)
+    return observed
+
 def future_times(ts: pd.Series, n: int) -> pd.DatetimeIndex:
-    "The `n` timestamps after the last of `ts`: business days for weekday daily bars, else the median spacing."
-    step = ts.diff().median()
-    if step >= pd.Timedelta(hours=20) and step <= pd.Timedelta(days=4) and (ts.dt.dayofweek < 5).all():
-        return pd.bdate_range(ts.iloc[-1] + pd.Timedelta(days=1), periods=n, tz='UTC') + (ts.iloc[-1] - ts.iloc[-1].normalize())
-    return pd.DatetimeIndex([ts.iloc[-1] + (k + 1) * step for k in range(n)])
+    "The `n` timestamps after the last of `ts`: trading days for weekday daily bars, else the median spacing."
+    step, last = ts.diff().median(), ts.iloc[-1]
+    if step >= pd.Timedelta(hours=20) and step <= pd.Timedelta(days=4) and (ts.dt.day_of_week < 5).all():
+        days = pd.DatetimeIndex(ts.dt.tz_convert(None).dt.normalize())
+        start, end = days[-1] + pd.Timedelta(days=1), days[-1] + pd.Timedelta(days=2 * n + 14)
+        closed = [d for r in observed_holidays(days) for d in r.dates(start, end)]
+        return pd.bdate_range(start, periods=n, freq='C', holidays=closed, tz='UTC') + (last - last.normalize())
+    return pd.DatetimeIndex([last + (k + 1) * step for k in range(n)])
 
 # %% ../nbs/11_cli.ipynb #41e9e009
 def forecast_frame(model, data: WindowData, windows: Windows, batch_size: int = 256) -> pd.DataFrame:
