@@ -3,7 +3,9 @@
 Prints, side by side in one run on the CPU:
   1. the time of one dropout call (p = 0.1) on the largest activation the TFT drops, the encoder's per-variable
      GRN input (B, Te, V, H) = (32, 60, 6, H), for H = 16 (tft_train's quick run) and H = 256 (the default);
-  2. the time of a training step (zero_grad, forward, pinball loss, backward, fused Adam), batch 32, of the
+  2. forward + backward of one call on small tensors, around the 8192 elements below which `dropout` calls
+     `F.dropout` (the packed version's fixed cost of six small kernels outweighs the draws it saves there);
+  3. the time of a training step (zero_grad, forward, pinball loss, backward, fused Adam), batch 32, of the
      quick-run model (hidden 16, 2 heads) and of the default model (hidden 256, 8 heads), each built with
      `nn.Dropout` and with `tft_nb.gating.Dropout`, the two steps alternating so that machine noise hits both alike.
 Usage: python bench/dropout_bench.py [--steps N] [--default-steps N]
@@ -51,6 +53,10 @@ def main(steps=40, default_steps=8):
         x = torch.randn(32, 60, 6, H)
         a, b = timed(lambda: F.dropout(x, 0.1, True), CPU, 200, 1), timed(lambda: G.dropout(x, 0.1), CPU, 200, 1)
         print(f"dropout on {tuple(x.shape)}: F.dropout {a * 1e3:.3f} ms, tft_nb dropout {b * 1e3:.3f} ms ({a / b:.1f}x)")
+    for n in (512, 2048, 8192, 32768):
+        x, g = torch.randn(n, requires_grad=True), torch.randn(n)
+        a, b = (timed(lambda: f(x, 0.1).backward(g), CPU, 300, 5) for f in (lambda x, p: F.dropout(x, p, True), G.packed_dropout))
+        print(f"forward+backward on {n} elements: F.dropout {a * 1e3:.3f} ms, packed_dropout {b * 1e3:.3f} ms ({a / b:.2f}x)")
     compare_steps(16, 2, steps)
     compare_steps(256, 8, default_steps)
 

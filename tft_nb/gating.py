@@ -11,11 +11,12 @@ import torch.nn.functional as F
 from torch import nn, Tensor
 
 # %% auto #0
-__all__ = ['VariableLinear', 'VariableLayerNorm', 'dropout', 'Dropout', 'GatedLinearUnit', 'GateAddNorm', 'GatedResidualNetwork']
+__all__ = ['VariableLinear', 'VariableLayerNorm', 'packed_dropout', 'dropout', 'Dropout', 'GatedLinearUnit', 'GateAddNorm',
+           'GatedResidualNetwork']
 
 # %% ../nbs/02_gating.ipynb #a6302ea9
 class VariableLinear(nn.Module):
-    "V independent affine maps applied at once along the variable axis -2 (one batched einsum, no loop)."
+    "V independent affine maps applied at once along the variable axis -2 (one batched matmul, no loop)."
     def __init__(self,
         variables:int, # V, number of independent maps
         d_in:int,      # input features per variable
@@ -26,7 +27,9 @@ class VariableLinear(nn.Module):
         self.weight = nn.Parameter(torch.empty(variables, d_in, d_out).uniform_(-bound, bound))
         self.bias = nn.Parameter(torch.empty(variables, d_out).uniform_(-bound, bound))
     def forward(self, x:Tensor) -> Tensor:     # (..., V, d_in)
-        return torch.einsum('...vi,vio->...vo', x, self.weight) + self.bias    # (..., V, d_out)
+        V, d_in = x.shape[-2:]
+        y = torch.baddbmm(self.bias.unsqueeze(1), x.reshape(-1, V, d_in).transpose(0, 1), self.weight)  # (V, N, d_out)
+        return y.transpose(0, 1).reshape(*x.shape[:-1], -1)                                        # (..., V, d_out)
 
 class VariableLayerNorm(nn.Module):
     "Layer normalisation over the last axis with separate gain and bias for each of V variables."
@@ -48,10 +51,8 @@ def _layer_norm(d:int, variables:int=0) -> nn.Module:
     return VariableLayerNorm(variables, d) if variables else nn.LayerNorm(d)
 
 # %% ../nbs/02_gating.ipynb #0433ada6
-def dropout(x:Tensor, p:float, training:bool=True) -> Tensor:
-    "Inverted dropout: PyTorch's kernel off the CPU; on the CPU four elements per random 64-bit draw (rate rounded to 1/32768)."
-    if not training or p == 0: return x
-    if x.device.type != 'cpu': return F.dropout(x, p, True)
+def packed_dropout(x:Tensor, p:float) -> Tensor:
+    "Inverted dropout (training) with four elements per random 64-bit draw; the rate is `p` rounded to a multiple of 1/32768."
     k = round(p * 32768)                                                  # drop when a 15-bit uniform draw < k
     if k >= 32768: return torch.zeros_like(x)
     n = x.numel()
@@ -59,6 +60,12 @@ def dropout(x:Tensor, p:float, training:bool=True) -> Tensor:
     u = r.view(torch.int16)[:n].bitwise_and_(0x7FFF)                      # 4 independent 15-bit uniforms per draw
     keep = torch.ge(u.view(x.shape), k, out=torch.empty(x.shape, dtype=x.dtype, device=x.device))  # 1.0 kept, 0.0 dropped
     return x * keep.mul_(32768 / (32768 - k))
+
+def dropout(x:Tensor, p:float, training:bool=True) -> Tensor:
+    "Inverted dropout: `packed_dropout` for large CPU tensors, else PyTorch's kernel."
+    if not training or p == 0: return x
+    if x.device.type != 'cpu' or x.numel() < 8192: return F.dropout(x, p, True)   # small tensors: fixed costs dominate
+    return packed_dropout(x, p)
 
 class Dropout(nn.Dropout):
     "`nn.Dropout` that calls `dropout`."
