@@ -49,6 +49,15 @@ def test_bad_flags_one_line_nothing_written(tmp_path, argv, msg):
     assert len(lines) == 1 and lines[0].startswith('tft_train: error:') and msg in lines[0], r.stderr
     assert not ck.exists()
 
+def test_earlier_run_is_kept(tmp_path):
+    "A fresh run in a folder holding another run's checkpoints stops with one line and leaves the folder as it was."
+    ck = tmp_path / 'ck'; ck.mkdir()
+    (ck / 'tft_best.safetensors').write_bytes(b'weights'); (ck / 'metrics.csv').write_text('epoch\n1\n')
+    r = run('tft_train', '--checkpoint-dir', str(ck))
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1 and 'already holds a training run' in lines[0] and '--overwrite' in lines[0], r.stderr
+    assert sorted(os.listdir(ck)) == ['metrics.csv', 'tft_best.safetensors'] and (ck / 'tft_best.safetensors').read_bytes() == b'weights'
+
 def test_use_gpu_without_cuda(tmp_path):
     if torch.cuda.is_available(): pytest.skip('CUDA is available here: --use-gpu is valid')
     r = run('tft_train', '--use-gpu', '--checkpoint-dir', str(tmp_path / 'ck'))

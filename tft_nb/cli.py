@@ -15,7 +15,7 @@ from .data import DataError, read_ohlcv, load_sample
 from .windows import DataConfig, PRESETS, Scaler, Windows, WindowData, make_windows
 from .model import TFTConfig, TemporalFusionTransformer
 from .checkpoint import load_checkpoint, CheckpointError
-from .fit import TrainConfig, fit, test_metrics, predict, original_units, resolve_device
+from .fit import TrainConfig, fit, test_metrics, predict, original_units, resolve_device, earlier_run_files
 
 # %% auto #0
 __all__ = ['HOLIDAYS', 'load_bars', 'data_config', 'config_lines', 'tft_train', 'main_train', 'observed_holidays', 'future_times',
@@ -81,6 +81,7 @@ def tft_train(
     dropout: float = 0.1,                   # dropout rate
     seed: int = 42,                         # random seed
     resume: str = None,                     # resume from 'last' (in --checkpoint-dir) or a checkpoint path
+    overwrite: store_true = False,          # replace an earlier run in --checkpoint-dir (else: an error)
     verbose: store_true = False,            # log every step's loss and gradient norm
 ):
     "Train a Temporal Fusion Transformer on OHLCV bars, with early stopping and checkpoints; report test metrics."
@@ -88,10 +89,11 @@ def tft_train(
     train_kw = dict(epochs=epochs, learning_rate=learning_rate, batch_size=batch_size, accumulate_grad_batches=accumulate_grad_batches,
                     grad_clip=grad_clip, device='cuda' if use_gpu else device, early_stopping_patience=early_stopping_patience,
                     early_stopping_threshold=early_stopping_threshold, checkpoint_dir=checkpoint_dir,
-                    checkpoint_frequency=checkpoint_frequency, seed=seed, verbose=verbose)
+                    checkpoint_frequency=checkpoint_frequency, seed=seed, verbose=verbose, overwrite=overwrite)
     tcfg, dcfg, wd, mcfg, name = _setup(data, target, encoder_length, horizon, val_start, test_start, hidden_size,
                                         attention_heads, lstm_layers, dropout, train_kw)
     if resume: load_checkpoint(Path(checkpoint_dir) / 'tft_last' if resume == 'last' else resume, train_state=True)
+    earlier_run_files(Path(checkpoint_dir), overwrite, resume)   # refuse to mix with or replace an earlier run, before any write
     for line in config_lines(data=dict(source=name, windows=f'{len(wd.train)} train / {len(wd.val)} val / {len(wd.test)} test', **asdict(dcfg)),
                              model=asdict(mcfg), training=asdict(tcfg)): log.info(line)
     torch.manual_seed(seed)

@@ -19,7 +19,7 @@ from .checkpoint import (save_checkpoint, load_checkpoint, optimizer_state, load
 
 # %% auto #0
 __all__ = ['HISTORY_COLUMNS', 'TrainConfig', 'resolve_device', 'train_step', 'predict', 'evaluate_loss', 'original_units',
-           'baseline_forecast', 'forecast_metrics', 'test_metrics', 'FitResult', 'fit']
+           'baseline_forecast', 'forecast_metrics', 'test_metrics', 'FitResult', 'earlier_run_files', 'fit']
 
 # %% ../nbs/10_fit.ipynb #d036a94e
 @dataclass
@@ -44,6 +44,7 @@ class TrainConfig:
     device: str = 'auto'                   # 'auto' (CUDA if available), 'cpu' or 'cuda'
     bf16: bool = True                      # bfloat16 autocast on CUDA (ignored on CPU)
     verbose: bool = False                  # log every step's loss and gradient norm
+    overwrite: bool = False                # a fresh run may replace an earlier run's files in checkpoint_dir
 
     def __post_init__(self):
         checks = [('epochs', self.epochs >= 1, '>= 1'), ('learning_rate', self.learning_rate > 0, '> 0'),
@@ -181,6 +182,16 @@ class FitResult:
     checkpoint_dir: Path
 
 # %% ../nbs/10_fit.ipynb #fb866f45
+def earlier_run_files(ckpt: Path, overwrite: bool = False, resume: str | None = None) -> list[Path]:
+    "An earlier run's checkpoints and metrics.csv in `ckpt`, which a fresh run replaces; an error unless `overwrite` (none when resuming)."
+    if resume or not Path(ckpt).is_dir(): return []
+    old = sorted(p for p in Path(ckpt).glob('tft_*') if p.suffix in ('.safetensors', '.json')) + [p for p in [Path(ckpt) / 'metrics.csv'] if p.exists()]
+    if old and not overwrite:
+        names = ', '.join(p.name for p in old[:3]) + (f' and {len(old) - 3} more' if len(old) > 3 else '')
+        raise ValueError(f"checkpoint dir {ckpt} already holds a training run ({names}): resume it (--resume last), "
+                         "replace it (--overwrite) or choose another --checkpoint-dir")
+    return old
+
 def _resume(path, ckpt_dir: Path, model, opt, sched, es, gen, log) -> tuple[int, int, list]:
     "Restore a run from checkpoint `path` ('last' or a path); returns (next epoch, global step, history)."
     p = ckpt_dir / 'tft_last' if str(path) == 'last' else Path(path)
@@ -199,7 +210,11 @@ def fit(model: TemporalFusionTransformer, data: WindowData, cfg: TrainConfig = T
     log = log or logging.getLogger('tft_nb')
     progress = sys.stderr.isatty() if progress is None else progress
     device = resolve_device(cfg.device); autocast = cfg.bf16 and device.type == 'cuda'
-    ckpt = Path(cfg.checkpoint_dir); ckpt.mkdir(parents=True, exist_ok=True)
+    ckpt = Path(cfg.checkpoint_dir)
+    if old := earlier_run_files(ckpt, cfg.overwrite, resume):
+        for p in old: p.unlink()
+        log.info(f"Removed {len(old)} file(s) of an earlier run from {ckpt} (overwrite)")
+    ckpt.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(cfg.seed); gen = torch.Generator().manual_seed(cfg.seed)
     model.to(device); dd = data.to(device)
     opt, es = _make_optimizer(model, cfg), EarlyStopping(cfg.early_stopping_patience, cfg.early_stopping_threshold)
