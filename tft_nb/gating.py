@@ -40,7 +40,7 @@ class VariableLayerNorm(nn.Module):
         super().__init__()
         self.weight, self.bias = nn.Parameter(torch.ones(variables, d)), nn.Parameter(torch.zeros(variables, d))
     def forward(self, x:Tensor) -> Tensor:     # (..., V, d)
-        return F.layer_norm(x, x.shape[-1:]) * self.weight + self.bias          # (..., V, d)
+        return torch.addcmul(self.bias, F.layer_norm(x, x.shape[-1:]), self.weight)   # bias + norm * weight: (..., V, d)
 
 def _linear(d_in:int, d_out:int, variables:int=0) -> nn.Module:
     "One `nn.Linear`, or `variables` independent ones."
@@ -83,8 +83,7 @@ class GatedLinearUnit(nn.Module):
         super().__init__()
         self.drop, self.proj = Dropout(dropout), _linear(d_in, 2 * d_out, variables)
     def forward(self, x:Tensor) -> Tensor:     # (..., d_in)
-        a, g = self.proj(self.drop(x)).chunk(2, dim=-1)
-        return a * torch.sigmoid(g)            # (..., d_out)
+        return F.glu(self.proj(self.drop(x)), dim=-1)   # first half * sigmoid(second half): (..., d_out)
 
 # %% ../nbs/02_gating.ipynb #3ebbc0fb
 class GateAddNorm(nn.Module):
