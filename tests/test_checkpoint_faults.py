@@ -52,3 +52,16 @@ def test_sigkill_during_writes(tmp_path, delay):
         assert float(w['w'][0]) == side['epoch'] == float(ts['s'][0])   # the parts belong together
     except CheckpointError as e:
         assert 'does not match its sidecar' in str(e)                  # killed between two renames: refused, not mixed
+
+def test_failed_forecast_write_keeps_the_old_file(tmp_path, monkeypatch):
+    "tft_predict writes its CSV atomically: a failure at the rename leaves the earlier forecasts whole and no temporary."
+    from tft_nb.cli import tft_train, tft_predict
+    tft_train(epochs=1, hidden_size=8, attention_heads=2, lstm_layers=1, batch_size=256, encoder_length=20, checkpoint_dir=str(tmp_path / 'ck'))
+    out = tmp_path / 'fc' / 'forecasts.csv'
+    tft_predict(checkpoint=str(tmp_path / 'ck' / 'tft_best'), output=str(out))
+    before = out.read_bytes()
+    def boom(*a): raise OSError('disk full')
+    monkeypatch.setattr(ckmod.os, 'replace', boom)
+    with pytest.raises(OSError): tft_predict(checkpoint=str(tmp_path / 'ck' / 'tft_best'), output=str(out), split='test')
+    monkeypatch.undo()
+    assert out.read_bytes() == before and os.listdir(out.parent) == ['forecasts.csv']

@@ -14,7 +14,7 @@ from fastcore.script import call_parse, anno_parser, Param, store_true
 from .data import DataError, read_ohlcv, load_sample
 from .windows import DataConfig, PRESETS, Scaler, Windows, WindowData, make_windows
 from .model import TFTConfig, TemporalFusionTransformer
-from .checkpoint import load_checkpoint, CheckpointError
+from .checkpoint import load_checkpoint, atomic_write, CheckpointError
 from .fit import TrainConfig, fit, test_metrics, predict, original_units, resolve_device, earlier_run_files
 
 # %% auto #0
@@ -208,7 +208,7 @@ def tft_predict(
         wd = make_windows(bars, DataConfig(**d['config']), scaler=Scaler.from_dict(d['scaler']), symbols=d['spec']['symbols'], source=name)
         out = forecast_frame(model, wd, getattr(wd, split), batch_size)
     Path(output).parent.mkdir(parents=True, exist_ok=True)
-    out.to_csv(output, index=False)
+    atomic_write(output, out.to_csv(index=False).encode())   # the whole table or, after a crash, the old file
     logging.getLogger('tft_nb').info(f"Wrote {len(out)} forecasts ({out.symbol.nunique()} symbols x {side['data']['spec']['horizon']} steps) to {output}")
     return out
 
