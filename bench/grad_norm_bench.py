@@ -13,6 +13,9 @@ benchmark task's shape (60 past days, 5 ahead, 6 encoder and 2 decoder inputs, o
       whether reading the gradients for the norm makes the optimizer's own read of them cheaper (it would if the
       marginal cost were below the norm's own time).
 The overhead is (c) / (a). (a) - (b) is printed too, but on a shared machine its noise is larger than the norm.
+On CUDA the steps run under bf16 autocast, as `fit` runs them, and (c) is read from CUDA events recorded around the
+norm inside the step (no synchronisation there, so the queue stays as full as in training): the GPU time between
+them, which includes any wait for the host to launch the norm's kernels.
 Usage: python bench/grad_norm_bench.py [--steps N] [--device cpu|cuda] [--hidden 256 --heads 8 --lstm-layers 2 --batch 32]
 """
 import argparse, statistics, time
@@ -33,23 +36,30 @@ def main(steps=20, device='cpu', hidden=256, heads=8, lstm_layers=2, batch=32):
     m = TemporalFusionTransformer(cfg).to(dev).train(); opt = F._make_optimizer(m, F.TrainConfig())
     B = batch
     b = make_batch(cfg, B, dev)
-    stats, inside = GradNormStats(), []
+    stats, inside, events, cuda = GradNormStats(), [], [], dev.type == 'cuda'
     def timed_norm(params):                       # replaces grad_norm inside tft_nb.fit.train_step
-        sync(dev); t0 = time.perf_counter()
+        if cuda:                                  # GPU time between two events: no sync inside the step
+            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            e0.record(); n = grad_norm(params); stats.update(n); e1.record(); events.append((e0, e1))
+            return n
+        t0 = time.perf_counter()
         n = grad_norm(params); stats.update(n)
-        sync(dev); inside.append(time.perf_counter() - t0)
+        inside.append(time.perf_counter() - t0)
         return n
     F.grad_norm = timed_norm
     def without_norm():                           # train_step minus the norm
         opt.zero_grad(set_to_none=True)
-        quantile_loss(m(b).quantiles.float(), b.target, cfg.quantiles).backward()
+        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=cuda):
+            pred = m(b).quantiles
+        quantile_loss(pred.float(), b.target, cfg.quantiles).backward()
         opt.step()
-    for _ in range(3): F.train_step(m, opt, [b]); without_norm()
-    inside.clear()
+    for _ in range(3): F.train_step(m, opt, [b], autocast=cuda); without_norm()
+    inside.clear(); events.clear()
     ta, tb = [], []
     for _ in range(steps):
-        for fn, acc in ((lambda: F.train_step(m, opt, [b]), ta), (without_norm, tb)):
+        for fn, acc in ((lambda: F.train_step(m, opt, [b], autocast=cuda), ta), (without_norm, tb)):
             sync(dev); t0 = time.perf_counter(); fn(); sync(dev); acc.append(time.perf_counter() - t0)
+    if cuda: sync(dev); inside = [e0.elapsed_time(e1) / 1e3 for e0, e1 in events]
     params = [p for g in opt.param_groups for p in g['params']]
     td, te = [], []
     for _ in range(200):
@@ -60,7 +70,10 @@ def main(steps=20, device='cpu', hidden=256, heads=8, lstm_layers=2, batch=32):
     tn, to = [], []
     for i in range(2 * steps + 4):
         with_norm = i % 2 == 0
-        opt.zero_grad(set_to_none=True); quantile_loss(m(b).quantiles.float(), b.target, cfg.quantiles).backward()
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=cuda):
+            pred = m(b).quantiles
+        quantile_loss(pred.float(), b.target, cfg.quantiles).backward()
         sync(dev); t0 = time.perf_counter()
         if with_norm: grad_norm(params)
         opt.step(); sync(dev)
@@ -68,7 +81,7 @@ def main(steps=20, device='cpu', hidden=256, heads=8, lstm_layers=2, batch=32):
     med = statistics.median
     a, bb, c, d, e = med(ta), med(tb), med(inside), med(td), med(te)
     n = sum(p.numel() for p in params)
-    print(f"device {dev}, torch {torch.__version__}, threads {torch.get_num_threads()}, hidden {hidden}, heads {heads}, "
+    print(f"device {torch.cuda.get_device_name() if cuda else dev}, torch {torch.__version__}, threads {torch.get_num_threads()}, bf16 autocast {cuda}, hidden {hidden}, heads {heads}, "
           f"LSTM layers {lstm_layers}, params {n:,}, batch {B}")
     print(f"(a) train_step (with norm)          {a * 1e3:9.2f} ms (median of {steps})")
     print(f"(b) the same step without the norm  {bb * 1e3:9.2f} ms (median of {steps}, alternating with (a))")

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The GPU checks as one prepared command for the lent device machine (torch, pandas, numpy and matplotlib are there;
+# the other run-time packages travel as wheels made by tools/gpu_wheels.sh into the ignored folder .whl/):
+#   1. bench/grad_norm_bench.py on CUDA (bf16 autocast, CUDA-event timing): the gradient norm's share of a step;
+#   2. bench/model_bench.py: step times and achieved FLOP/s on CPU and CUDA;
+#   3. nbs/13_training_run.ipynb executed with its outputs saved (with CUDA: the full 50-epoch configuration),
+#      its fan chart and metrics.csv.
+# Everything lands in $OUT. Device call: run(command="bash tools/gpu_check.sh", carry=[".whl"], timeout_s=590).
+# Locally (CPU, to check the script): NO_WHEELS=1 DEVICE=cpu NORM_ARGS="--steps 3 --hidden 16 --heads 2" OUT=/tmp/gpu_out bash tools/gpu_check.sh
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/gpu_out}; DEVICE=${DEVICE:-cuda}; mkdir -p "$OUT"
+if [ -z "${NO_WHEELS:-}" ] && [ -d .whl ] && [ -n "$(ls .whl/*.whl 2>/dev/null)" ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+  export PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH
+else
+  export PYTHONPATH=$PWD
+fi
+export PYTHONUNBUFFERED=1 MPLBACKEND=Agg
+python3 -c "import torch, pandas, numpy, fastcore, databento_dbn, tft_nb; from tft_nb.data import load_sample; load_sample()
+print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.is_available(), torch.cuda.get_device_name() if torch.cuda.is_available() else '-', '| pandas', pandas.__version__, '| numpy', numpy.__version__)" 2>&1 | tee "$OUT/env.txt"
+echo "== grad_norm_bench ($DEVICE)"
+timeout 150 python3 bench/grad_norm_bench.py --device "$DEVICE" ${NORM_ARGS:---steps 50} 2>&1 | tee "$OUT/grad_norm_bench.txt"
+echo "== model_bench"
+timeout 120 python3 bench/model_bench.py 2>&1 | tee "$OUT/model_bench.txt"
+echo "== 13_training_run"
+start=$SECONDS
+(cd nbs && timeout "${NB_TIMEOUT:-420}" python3 -m execnb.shell --exc_stop 13_training_run.ipynb --dest "$OUT/13_training_run.ipynb") 2>&1 | tee "$OUT/notebook.txt"
+echo "notebook: exit ${PIPESTATUS[0]} after $((SECONDS - start)) s" | tee -a "$OUT/notebook.txt"
+cp nbs/images/training_run_fan.png nbs/runs/training_run/metrics.csv "$OUT/" 2>/dev/null
+ls -la "$OUT"
