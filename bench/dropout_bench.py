@@ -1,4 +1,5 @@
-"""CPU dropout: PyTorch's `F.dropout` against `tft_nb.gating.dropout` (four elements per random 64-bit draw).
+"""CPU dropout: PyTorch's `F.dropout` against `tft_nb.gating.dropout` (on large CPU tensors `packed_dropout`: four elements
+per random 64-bit draw; below 8192 elements `F.dropout` itself).
 
 Prints, side by side in one run on the CPU:
   1. the time of one dropout call (p = 0.1) on the largest activation the TFT drops, the encoder's per-variable

@@ -47,12 +47,13 @@ def main(steps=20, device='cpu', hidden=256, heads=8, lstm_layers=2, batch=32):
         inside.append(time.perf_counter() - t0)
         return n
     F.grad_norm = timed_norm
-    def without_norm():                           # train_step minus the norm
+    def forward_backward():                       # train_step's zero_grad, forward (bf16 on CUDA), loss and backward
         opt.zero_grad(set_to_none=True)
         with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=cuda):
             pred = m(b).quantiles
         quantile_loss(pred.float(), b.target, cfg.quantiles).backward()
-        opt.step()
+    def without_norm():                           # train_step minus the norm
+        forward_backward(); opt.step()
     for _ in range(3): F.train_step(m, opt, [b], autocast=cuda); without_norm()
     inside.clear(); events.clear()
     ta, tb = [], []
@@ -70,10 +71,7 @@ def main(steps=20, device='cpu', hidden=256, heads=8, lstm_layers=2, batch=32):
     tn, to = [], []
     for i in range(2 * steps + 4):
         with_norm = i % 2 == 0
-        opt.zero_grad(set_to_none=True)
-        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=cuda):
-            pred = m(b).quantiles
-        quantile_loss(pred.float(), b.target, cfg.quantiles).backward()
+        forward_backward()
         sync(dev); t0 = time.perf_counter()
         if with_norm: grad_norm(params)
         opt.step(); sync(dev)
