@@ -3,11 +3,12 @@ per random 64-bit draw; below 8192 elements `F.dropout` itself).
 
 Prints, side by side in one run on the CPU:
   1. the time of one dropout call (p = 0.1) on the largest activation the TFT drops, the encoder's per-variable
-     GRN input (B, Te, V, H) = (32, 60, 6, H), for H = 16 (tft_train's quick run) and H = 256 (the default);
+     GRN input (B, Te, V, H) = (32, 60, 6, H), for H = 16 (the smoke run `tft_train --epochs 3 --hidden-size 16
+     --attention-heads 2` that tests/test_cli.py runs) and H = 256 (the default);
   2. forward + backward of one call on small tensors, around the 8192 elements below which `dropout` calls
      `F.dropout` (the packed version's fixed cost of six small kernels outweighs the draws it saves there);
   3. the time of a training step (zero_grad, forward, pinball loss, backward, fused Adam), batch 32, of the
-     quick-run model (hidden 16, 2 heads) and of the default model (hidden 256, 8 heads), each built with
+     smoke-run model (hidden 16, 2 heads) and of the default model (hidden 256, 8 heads), each built with
      `nn.Dropout` and with `tft_nb.gating.Dropout`, the two steps alternating so that machine noise hits both alike.
 Usage: python bench/dropout_bench.py [--steps N] [--default-steps N]
 """

@@ -1,4 +1,4 @@
-"The benchmark task of shared/bench/TASK.md, reproduced: baseline scores equal the reference harness's (section 11)."
+"The benchmark task of bench/TASK.md, reproduced: baseline scores equal the reference harness's (section 11)."
 import pytest
 from tft_nb.data import load_sample
 from tft_nb.windows import make_windows, PRESETS

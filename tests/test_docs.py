@@ -42,3 +42,30 @@ def test_hidden_cells_and_directives_are_not_shown(site):
     html = (site / 'train.html').read_text()
     assert 'nbdev_export()' not in html          # the `#| hide` export cell
     assert '#| export' not in html and '#| default_exp' not in html
+
+def _outputs(nb: Path) -> str:
+    "All text the notebook's saved outputs show (streams and plain-text results)."
+    out = []
+    for c in json.loads(nb.read_text())['cells']:
+        for o in c.get('outputs', []): out.append(''.join(o.get('text', '')) + ''.join(o.get('data', {}).get('text/plain', '')))
+    return '\n'.join(out)
+
+def test_readme_quotes_the_saved_training_run():
+    "The README's figures of the training run are those of the outputs saved in nbs/13_training_run.ipynb."
+    readme, out = (root / 'README.md').read_text(), _outputs(root / 'nbs' / '13_training_run.ipynb')
+    readme = ' '.join(readme.split())                                      # sentences wrap across lines
+    m = re.search(r'after (\d+) epochs with the best at epoch (\d+) \(about (\d+) s per epoch', readme)
+    assert m, "README no longer describes the training run's epochs"
+    run = re.search(r'Epochs run: (\d+) of \d+; best epoch: (\d+);.*\nSeconds per epoch: ([\d.]+)', out)
+    assert run, "13_training_run has no saved outputs of a run"
+    assert m.group(1, 2) == run.group(1, 2), (m.group(0), run.group(0))
+    assert abs(int(m.group(3)) - float(run.group(3))) <= 0.5, (m.group(0), run.group(3))
+    q = re.search(r'q-risk was ([\d.]+) \(P50\) and ([\d.]+) \(P90\), against ([\d.]+) / ([\d.]+) for persistence and '
+                  r'([\d.]+) / ([\d.]+) for a 22-day rolling mean', readme)
+    assert q, "README no longer quotes the run's q-risk"
+    header = re.search(r'^\s+pinball\s+(q_risk_P10.*)$', out, re.M).group(1).split()
+    def row(name):
+        v = re.search(rf'^{name}\s+([\d.\s]+)$', out, re.M).group(1).split()[1:]   # after the pinball loss
+        r = dict(zip(header, map(float, v)))
+        return [f"{r['q_risk_P50']:.4f}", f"{r['q_risk_P90']:.4f}"]
+    assert list(q.groups()) == row('TFT') + row('persistence') + row('rolling_mean_22'), q.group(0)
