@@ -40,6 +40,11 @@ def test_train_then_predict(tmp_path):
     (['--encoder-length', '10000'], 'too short for one window'),
     (['--hidden-size', '30', '--attention-heads', '8'], 'hidden_size'),
     (['--resume', 'last'], 'tft_last.json: checkpoint sidecar not found'),
+    (['--learning-rate', 'inf'], 'learning_rate must be > 0 and finite'),
+    (['--early-stopping-threshold', 'inf'], 'early_stopping_threshold must be >= 0 and finite'),
+    (['--seed', '99999999999999999999'], 'seed must be in [0, 2**63)'),
+    (['--val-start', 'garbage'], "val_start must be a date such as 2015-01-01, got 'garbage'"),
+    (['--test-start', '2020-13-45'], "test_start must be a date"),
 ])
 def test_bad_flags_one_line_nothing_written(tmp_path, argv, msg):
     ck = tmp_path / 'ck'
@@ -85,3 +90,77 @@ def test_killed_run_resumes_to_identical_weights(tmp_path):
     assert [k for k in a if not torch.equal(a[k], b[k])] == []
     ma, mb = pd.read_csv(full / 'metrics.csv'), pd.read_csv(cut / 'metrics.csv')
     pd.testing.assert_frame_equal(ma.drop(columns='seconds'), mb.drop(columns='seconds'))
+
+def _one_line(r, prog='tft_train'):
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1 and lines[0].startswith(f'{prog}: error:'), r.stderr[-3000:]
+    return lines[0]
+
+def _tree(d: Path) -> dict:
+    "Every file under `d` with its size and modification time: equal before and after means nothing was written."
+    return {str(p.relative_to(d)): (p.stat().st_size, p.stat().st_mtime_ns) for p in sorted(d.rglob('*')) if p.is_file()}
+
+@pytest.mark.parametrize('rows,msg', [
+    ('2024-01-02,X,10,11,9,10.5,100', 'too short for one window'),                 # one bar: no return, no window
+    ('True,X,10,11,9,10.5,100\nFalse,X,10,11,9,10.5,100', "column 'ts_event' holds booleans"),
+    ('1704153600,X,10,11,9,10.5,100\n10000000000000,X,10,11,9,10.5,100', "column 'ts_event' has values that are not timestamps"),
+])
+def test_bad_data_file_one_line(tmp_path, rows, msg):
+    f = tmp_path / 'bars.csv'; f.write_text('ts_event,symbol,open,high,low,close,volume\n' + rows + '\n')
+    line = _one_line(run('tft_train', '--data', str(f), *SMALL, '--checkpoint-dir', str(tmp_path / 'ck')))
+    assert str(f) in line and msg in line, line
+    assert not (tmp_path / 'ck').exists()
+
+def test_checkpoint_dir_that_is_a_file(tmp_path):
+    f = tmp_path / 'ck'; f.write_text('mine')
+    line = _one_line(run('tft_train', '--epochs', '1', *SMALL, '--checkpoint-dir', str(f)))
+    assert str(f) in line and 'exists' in line.lower(), line
+    assert f.read_text() == 'mine'
+
+@pytest.fixture(scope='module')
+def one_run(tmp_path_factory):
+    "A finished two-epoch run of a tiny model on the built-in data (shared; tests copy it before changing anything)."
+    ck = tmp_path_factory.mktemp('run') / 'a'
+    r = run('tft_train', '--epochs', '2', *SMALL, '--batch-size', '256', '--checkpoint-dir', str(ck))
+    assert r.returncode == 0, r.stderr[-2000:]
+    return ck
+
+def test_resume_with_other_settings_is_refused(one_run):
+    before = _tree(one_run)
+    line = _one_line(run('tft_train', '--epochs', '3', *SMALL, '--batch-size', '256', '--checkpoint-dir', str(one_run),
+                         '--resume', 'last', '--learning-rate', '0.5', '--horizon', '3'))
+    assert 'other settings' in line and 'horizon 5 -> 3' in line and 'learning_rate 0.001 -> 0.5' in line, line
+    assert _tree(one_run) == before
+
+def test_resume_into_another_run_is_refused_and_into_a_new_folder_works(one_run, tmp_path):
+    other = tmp_path / 'other'; other.mkdir(); (other / 'metrics.csv').write_text('epoch\n1\n')
+    a_before, o_before = _tree(one_run), _tree(other)
+    args = ['tft_train', '--epochs', '3', *SMALL, '--batch-size', '256', '--resume', str(one_run / 'tft_last')]
+    line = _one_line(run(*args, '--checkpoint-dir', str(other)))
+    assert 'already holds a training run' in line, line
+    assert _tree(one_run) == a_before and _tree(other) == o_before
+    new = tmp_path / 'new'
+    r = run(*args, '--checkpoint-dir', str(new)); assert r.returncode == 0, r.stderr[-2000:]
+    assert _tree(one_run) == a_before                                   # the resumed run's own folder is left alone
+    assert pd.read_csv(new / 'metrics.csv').epoch.tolist() == [1, 2, 3]
+    best = json.loads((new / 'tft_best.json').read_text())['epoch']
+    assert best == json.loads((new / 'tft_last.json').read_text())['best_epoch']   # the best so far, carried into the new folder
+
+def test_predict_refuses_bad_inputs(one_run, tmp_path):
+    line = _one_line(run('tft_predict', '--checkpoint', str(one_run / 'tft_best'), '--batch-size', '0'), 'tft_predict')
+    assert '--batch-size must be >= 1' in line, line
+    line = _one_line(run('tft_predict', '--checkpoint', str(one_run / 'tft_best'), '--output', str(tmp_path)), 'tft_predict')
+    assert f'--output {tmp_path} is a folder' in line, line
+    short = tmp_path / 'short.csv'; short.write_text('ts_event,symbol,open,high,low,close,volume\n2024-01-02,X,10,11,9,10.5,100\n')
+    line = _one_line(run('tft_predict', '--checkpoint', str(one_run / 'tft_best'), '--data', str(short), '--output', str(tmp_path / 'f.csv')), 'tft_predict')
+    assert str(short) in line and 'too short to forecast from' in line, line
+    for side, msg in (([1, 2], 'not a checkpoint sidecar'), ('drop model_config', 'no model_config entry')):
+        ck = tmp_path / 'ck'; ck.mkdir(exist_ok=True)
+        for f in ('tft_best.safetensors', 'tft_best.json'): (ck / f).write_bytes((one_run / f).read_bytes())
+        if side == 'drop model_config':
+            side = json.loads((ck / 'tft_best.json').read_text()); del side['model_config']
+        (ck / 'tft_best.json').write_text(json.dumps(side))
+        out = tmp_path / 'fc.csv'
+        line = _one_line(run('tft_predict', '--checkpoint', str(ck / 'tft_best'), '--output', str(out)), 'tft_predict')
+        assert msg in line and 'tft_best' in line, line
+        assert not out.exists()

@@ -73,6 +73,8 @@ def load_checkpoint(path, train_state: bool = False) -> tuple[dict, dict, dict |
     if not side_p.is_file(): raise CheckpointError(f"{side_p}: checkpoint sidecar not found (expected {stem.name}.json next to the weights)")
     try: side = json.loads(side_p.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as e: raise CheckpointError(f"{side_p}: corrupt checkpoint sidecar ({e})") from None
+    if not isinstance(side, dict) or not isinstance(side.get('files'), dict):
+        raise CheckpointError(f"{side_p}: not a checkpoint sidecar (expected a JSON object with a 'files' entry, as save_checkpoint writes)")
     out = {}
     for k in ['weights'] + (['train_state'] if train_state else []):
         if k not in side.get('files', {}): raise CheckpointError(f"{side_p}: the checkpoint has no {k.replace('_', ' ')} (written without resume state?)")
@@ -81,7 +83,8 @@ def load_checkpoint(path, train_state: bool = False) -> tuple[dict, dict, dict |
         b = p.read_bytes()
         if _digest(b) != dict(size=f['size'], sha256=f['sha256']):
             raise CheckpointError(f"{p}: does not match its sidecar {side_p.name} (size {len(b)}, expected {f['size']}, or different content); the checkpoint is incomplete")
-        out[k] = safetensors.torch.load(b)
+        try: out[k] = safetensors.torch.load(b)
+        except safetensors.SafetensorError as e: raise CheckpointError(f"{p}: not a readable safetensors file ({e})") from None
     return out['weights'], side, out.get('train_state')
 
 # %% ../nbs/09_checkpoint.ipynb #ab8020e4

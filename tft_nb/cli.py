@@ -15,7 +15,7 @@ from .data import DataError, read_ohlcv, load_sample
 from .windows import DataConfig, PRESETS, Scaler, Windows, WindowData, make_windows
 from .model import TFTConfig, TemporalFusionTransformer
 from .checkpoint import load_checkpoint, atomic_write, CheckpointError
-from .fit import TrainConfig, fit, test_metrics, predict, original_units, resolve_device, earlier_run_files
+from .fit import TrainConfig, fit, test_metrics, predict, original_units, resolve_device, earlier_run_files, open_resume
 
 # %% auto #0
 __all__ = ['HOLIDAYS', 'load_bars', 'data_config', 'config_lines', 'tft_train', 'main_train', 'observed_holidays', 'future_times',
@@ -92,12 +92,14 @@ def tft_train(
                     checkpoint_frequency=checkpoint_frequency, seed=seed, verbose=verbose, overwrite=overwrite)
     tcfg, dcfg, wd, mcfg, name = _setup(data, target, encoder_length, horizon, val_start, test_start, hidden_size,
                                         attention_heads, lstm_layers, dropout, train_kw)
-    if resume: load_checkpoint(Path(checkpoint_dir) / 'tft_last' if resume == 'last' else resume, train_state=True)
+    if resume: open_resume(resume, tcfg, mcfg.to_dict(), asdict(wd.spec))   # it exists, is whole and continues this run's settings
     earlier_run_files(Path(checkpoint_dir), overwrite, resume)   # refuse to mix with or replace an earlier run, before any write
     for line in config_lines(data=dict(source=name, windows=f'{len(wd.train)} train / {len(wd.val)} val / {len(wd.test)} test', **asdict(dcfg)),
                              model=asdict(mcfg), training=asdict(tcfg)): log.info(line)
     torch.manual_seed(seed)
-    model = TemporalFusionTransformer(mcfg)
+    try: model = TemporalFusionTransformer(mcfg)
+    except (RuntimeError, TypeError, OverflowError, MemoryError) as e:   # sizes too large to allocate
+        raise ValueError(f"cannot build a model of hidden size {hidden_size} with {lstm_layers} LSTM layers: {str(e).splitlines()[0]}") from None
     log.info(f"Model: {sum(p.numel() for p in model.parameters()):,} parameters on {resolve_device(tcfg.device)}")
     res = fit(model, wd, tcfg, dcfg, resume=resume, log=log)
     metrics = test_metrics(model, wd)
@@ -121,6 +123,9 @@ def _run(func, prog: str, argv=None):
     try: func.__wrapped__(**args)
     except (DataError, CheckpointError, ValueError) as e:
         print(f"{prog}: error: {e}", file=sys.stderr); sys.exit(2)
+    except OSError as e:   # a folder that is a file, a read-only folder, a full disk: the path and the system's reason
+        path = e.filename2 or e.filename   # a failed rename names its target second
+        print(f"{prog}: error: {path or ''}{': ' if path else ''}{e.strerror or e}", file=sys.stderr); sys.exit(2)
 
 def main_train(argv=None):
     "Console entry point of `tft_train`."
@@ -168,15 +173,24 @@ def forecast_frame(model, data: WindowData, windows: Windows, batch_size: int = 
 def load_model(path) -> tuple[TemporalFusionTransformer, dict]:
     "The model of checkpoint `path` (eval mode) and its sidecar."
     weights, side, _ = load_checkpoint(path)
-    model = TemporalFusionTransformer(TFTConfig.from_dict(side['model_config']))
-    model.load_state_dict(weights)
+    if missing := [k for k in ('model_config', 'data') if k not in side]:
+        raise CheckpointError(f"{path}: its sidecar has no {' or '.join(missing)} entry; it was not written by tft_train or fit")
+    try:
+        model = TemporalFusionTransformer(TFTConfig.from_dict(side['model_config']))
+        model.load_state_dict(weights)
+    except (TypeError, ValueError, RuntimeError) as e:
+        raise CheckpointError(f"{path}: the sidecar's model_config does not describe its weights ({str(e).splitlines()[0]})") from None
     return model.eval(), side
 
 def future_windows(bars: pd.DataFrame, side: dict, source: str = '<bars>') -> tuple[WindowData, Windows]:
     "Windows whose origin is the last bar of each symbol, with placeholder future bars for the known inputs."
     d = side['data']; spec = d['spec']
     cfg = DataConfig(**d['config']) if d.get('config') else DataConfig(encoder_length=spec['encoder_length'], horizon=spec['horizon'], target=spec['target'])
-    fut = []
+    need = cfg.encoder_length + 1                            # bars for one window: the first is used up by the first return
+    n = bars.groupby('symbol', sort=False)['symbol'].transform('size')
+    if not (n >= need).any():
+        raise DataError(f"{source}: every series is too short to forecast from: longest has {n.max()} bars, need encoder_length + 1 = {need}")
+    bars, fut = bars[n >= need], []                          # shorter series get no forecast (tft_predict names them)
     for s, g in bars.groupby('symbol', sort=False):
         last = g.iloc[-1]
         fut.append(pd.DataFrame({'ts_event': future_times(g.ts_event.reset_index(drop=True), cfg.horizon), 'symbol': s,
@@ -198,6 +212,8 @@ def tft_predict(
 ):
     "Write quantile forecasts per symbol and horizon step, in original units, from a checkpoint."
     if split not in ('future', 'test', 'val'): raise ValueError(f"--split must be 'future', 'test' or 'val', got {split!r}")
+    if batch_size < 1: raise ValueError(f"--batch-size must be >= 1, got {batch_size}")
+    if Path(output).is_dir(): raise ValueError(f"--output {output} is a folder; give a file name such as {Path(output) / 'forecasts.csv'}")
     model, side = load_model(checkpoint)
     bars, name = load_bars(data)
     if split == 'future':
@@ -207,6 +223,9 @@ def tft_predict(
         d = side['data']
         wd = make_windows(bars, DataConfig(**d['config']), scaler=Scaler.from_dict(d['scaler']), symbols=d['spec']['symbols'], source=name)
         out = forecast_frame(model, wd, getattr(wd, split), batch_size)
+    if skipped := sorted(set(bars.symbol.astype(str)) - set(out.symbol.astype(str))):
+        logging.getLogger('tft_nb').warning(f"{name}: no forecasts for {', '.join(skipped)}: fewer bars than one window needs "
+                                            f"(encoder_length {side['data']['spec']['encoder_length']} after the first return)")
     Path(output).parent.mkdir(parents=True, exist_ok=True)
     atomic_write(output, out.to_csv(index=False).encode())   # the whole table or, after a crash, the old file
     logging.getLogger('tft_nb').info(f"Wrote {len(out)} forecasts ({out.symbol.nunique()} symbols x {side['data']['spec']['horizon']} steps) to {output}")

@@ -162,12 +162,15 @@ ALIASES = {'ts_event': ['ts_event', 'timestamp', 'date', 'datetime', 'time', 'ts
 
 def _to_utc(s: pd.Series, path) -> pd.Series:
     "Timestamps in `s` (strings, datetimes or epoch integers) as UTC."
-    if pd.api.types.is_numeric_dtype(s):
-        mx = float(np.nanmax(np.abs(s.to_numpy(dtype='float64')))) if len(s) else 0.
-        unit = 'ns' if mx > 1e17 else 'us' if mx > 1e14 else 'ms' if mx > 1e11 else 's'
-        return pd.to_datetime(s, unit=unit, utc=True)
-    try: return pd.to_datetime(s, utc=True, format='mixed')
-    except (ValueError, TypeError) as e: raise DataError(f"{path}: column 'ts_event' has values that are not timestamps ({e})") from None
+    if pd.api.types.is_bool_dtype(s): raise DataError(f"{path}: column 'ts_event' holds booleans, not timestamps")
+    try:
+        if pd.api.types.is_numeric_dtype(s):
+            mx = float(np.nanmax(np.abs(s.to_numpy(dtype='float64')))) if len(s) else 0.
+            unit = 'ns' if mx > 1e17 else 'us' if mx > 1e14 else 'ms' if mx > 1e11 else 's'
+            return pd.to_datetime(s, unit=unit, utc=True).dt.as_unit('ns')   # nanoseconds: years 1677-2262
+        return pd.to_datetime(s, utc=True, format='mixed').dt.as_unit('ns')
+    except (ValueError, TypeError, OverflowError) as e:
+        raise DataError(f"{path}: column 'ts_event' has values that are not timestamps ({e})") from None
 
 # %% ../nbs/00_data.ipynb #f834b8b3
 def normalize_columns(df: pd.DataFrame, path='<frame>') -> pd.DataFrame:

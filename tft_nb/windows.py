@@ -79,6 +79,11 @@ class DataConfig:
         if self.scaling not in ('zscore', 'minmax'): raise ValueError(f"scaling must be 'zscore' or 'minmax', got {self.scaling!r}")
         if not (0 <= self.val_frac < 1 and 0 <= self.test_frac < 1 and self.val_frac + self.test_frac < 1):
             raise ValueError(f"val_frac and test_frac must be in [0, 1) and sum to < 1, got {self.val_frac} and {self.test_frac}")
+        for k in ('val_start', 'test_start'):
+            if (v := getattr(self, k)) is None: continue
+            try: ok = not pd.isna(pd.Timestamp(v))
+            except (ValueError, TypeError, OverflowError): ok = False
+            if not ok: raise ValueError(f"{k} must be a date such as 2015-01-01, got {v!r}")
 
     @property
     def encoder_vars(self) -> tuple:
@@ -244,11 +249,11 @@ def make_windows(bars: pd.DataFrame, cfg: DataConfig = DataConfig(), scaler: Sca
     series = pd.Categorical(f.symbol.astype(str), categories=symbols).codes.astype('int64')
     if (series < 0).any(): raise DataError(f"{source}: symbol(s) {sorted(set(f.symbol[series < 0]))} not among the trained symbols {symbols}")
     f['series'] = series
-    f['split'] = assign_splits(f, cfg)
     need = cfg.encoder_length + cfg.horizon
-    if (short := f.groupby('symbol').size()).max() < need:
-        raise DataError(f"{source}: every series is too short for one window: longest has {short.max()} usable bars "
+    if f.empty or (short := f.groupby('symbol').size()).max() < need:
+        raise DataError(f"{source}: every series is too short for one window: longest has {0 if f.empty else short.max()} usable bars "
                         f"(one bar is used up by the first return), need encoder_length + horizon = {need}")
+    f['split'] = assign_splits(f, cfg)
     names = list(dict.fromkeys(cfg.encoder_vars + cfg.known + (cfg.target,)))
     x = f[names].to_numpy('float64')
     g = f.series.to_numpy() if cfg.per_symbol else np.zeros(len(f), dtype=np.int64)
