@@ -216,7 +216,7 @@ def open_resume(resume, cfg: TrainConfig, model_config: dict, spec: dict) -> Res
     now = _plain({**model_config, **spec, **asdict(cfg)})
     if diff := [f"{k} {saved[k]!r} -> {now[k]!r}" for k in now if k in saved and k not in RESUME_MAY_CHANGE and saved[k] != now[k]]:
         raise CheckpointError(f"cannot resume from {stem}: the run it continues had other settings ({'; '.join(diff)}); resume with the run's own settings "
-                              f"(only {', '.join(RESUME_MAY_CHANGE[:5])} may change) or start a fresh run")
+                              f"(only {', '.join(RESUME_MAY_CHANGE)} may change) or start a fresh run")
     best, be = None, side['early_stopping']['best_epoch'] + 1
     if be > 0:
         bw, bside, _ = load_checkpoint(stem.parent / 'tft_best')
