@@ -224,8 +224,9 @@ def tft_predict(
         wd = make_windows(bars, DataConfig(**d['config']), scaler=Scaler.from_dict(d['scaler']), symbols=d['spec']['symbols'], source=name)
         out = forecast_frame(model, wd, getattr(wd, split), batch_size)
     if skipped := sorted(set(bars.symbol.astype(str)) - set(out.symbol.astype(str))):
-        logging.getLogger('tft_nb').warning(f"{name}: no forecasts for {', '.join(skipped)}: fewer bars than one window needs "
-                                            f"(encoder_length {side['data']['spec']['encoder_length']} after the first return)")
+        why = (f"fewer bars than one window needs (encoder_length {side['data']['spec']['encoder_length']} after the first return)"
+               if split == 'future' else f"no {split} windows")
+        logging.getLogger('tft_nb').warning(f"{name}: no forecasts for {', '.join(skipped)}: {why}")
     Path(output).parent.mkdir(parents=True, exist_ok=True)
     atomic_write(output, out.to_csv(index=False).encode())   # the whole table or, after a crash, the old file
     logging.getLogger('tft_nb').info(f"Wrote {len(out)} forecasts ({out.symbol.nunique()} symbols x {side['data']['spec']['horizon']} steps) to {output}")
