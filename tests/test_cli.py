@@ -33,18 +33,21 @@ def test_train_then_predict(tmp_path):
     assert fc['q0.5'].between(-8, -2).all()   # log daily volatility, original units (about -4.9 on average)
 
 @pytest.mark.parametrize('argv,msg', [
-    (['--learning-rate', '-1'], 'learning_rate must be > 0'),
-    (['--early-stopping-patience', '-3'], 'early_stopping_patience must be >= 1'),
-    (['--batch-size', '0'], 'batch_size must be >= 1'),
+    (['--learning-rate', '-1'], '--learning-rate must be > 0'),
+    (['--early-stopping-patience', '-3'], '--early-stopping-patience must be >= 1'),
+    (['--batch-size', '0'], '--batch-size must be >= 1'),
     (['--data', 'does/not/exist.dbn'], 'exist.dbn: no such file'),
     (['--encoder-length', '10000'], 'too short for one window'),
-    (['--hidden-size', '30', '--attention-heads', '8'], 'hidden_size'),
+    (['--hidden-size', '30', '--attention-heads', '8'], '--hidden-size must be divisible by attention_heads (8)'),
+    (['--hidden-size', '100000'], 'parameters: training it needs at least'),   # refused before it is built
+    (['--lstm-layers', '99999999999999999999'], '--lstm-layers must be in [1, 32]'),
+    (['--target', 'foo'], "--target must be one of ('lv', 'r', 'close'), got 'foo'"),
     (['--resume', 'last'], 'tft_last.json: checkpoint sidecar not found'),
-    (['--learning-rate', 'inf'], 'learning_rate must be > 0 and finite'),
-    (['--early-stopping-threshold', 'inf'], 'early_stopping_threshold must be >= 0 and finite'),
-    (['--seed', '99999999999999999999'], 'seed must be in [0, 2**63)'),
-    (['--val-start', 'garbage'], "val_start must be a date such as 2015-01-01, got 'garbage'"),
-    (['--test-start', '2020-13-45'], "test_start must be a date"),
+    (['--learning-rate', 'inf'], '--learning-rate must be > 0 and finite'),
+    (['--early-stopping-threshold', 'inf'], '--early-stopping-threshold must be >= 0 and finite'),
+    (['--seed', '99999999999999999999'], '--seed must be in [0, 2**63)'),
+    (['--val-start', 'garbage'], "--val-start must be a date such as 2015-01-01, got 'garbage'"),
+    (['--test-start', '2020-13-45'], "--test-start must be a date"),
 ])
 def test_bad_flags_one_line_nothing_written(tmp_path, argv, msg):
     ck = tmp_path / 'ck'

@@ -4,7 +4,7 @@
 
 # %% ../nbs/11_cli.ipynb #bc0eceb5
 from __future__ import annotations
-import argparse, logging, sys
+import argparse, logging, os, re, sys
 from dataclasses import asdict
 from pathlib import Path
 import numpy as np, pandas as pd, torch
@@ -52,8 +52,22 @@ def _setup(data, target, encoder_length, horizon, val_start, test_start, hidden_
             raise DataError(f"{name}: the {split} split has no windows (encoder_length {dcfg.encoder_length} + horizon {dcfg.horizon} "
                             f"with splits at {dcfg.val_start or f'{dcfg.val_frac:.0%} val'} / {dcfg.test_start or f'{dcfg.test_frac:.0%} test'}); use more data or shorter windows")
     mcfg = TFTConfig(**wd.spec.model_sizes(), hidden_size=hidden_size, attention_heads=attention_heads, lstm_layers=lstm_layers, dropout=dropout)
-    resolve_device(tcfg.device)
+    _check_memory(mcfg, resolve_device(tcfg.device))
     return tcfg, dcfg, wd, mcfg, name
+
+def _device_memory(device: torch.device) -> int | None:
+    "Total memory of `device` in bytes (a GPU's own memory, else the machine's RAM); None where the system does not say."
+    if device.type == 'cuda': return torch.cuda.get_device_properties(device).total_memory
+    try: return os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES')
+    except (AttributeError, ValueError, OSError): return None   # no sysconf (Windows) or no such name
+
+def _check_memory(mcfg: TFTConfig, device: torch.device):
+    "Refuse a model whose weights, gradients and Adam's two moments (16 bytes per parameter) alone exceed `device`'s memory."
+    with torch.device('meta'): n = sum(p.numel() for p in TemporalFusionTransformer(mcfg).parameters())   # sizes only, no memory
+    have = _device_memory(device)
+    if have is not None and 16 * n > have:
+        raise ValueError(f"--hidden-size {mcfg.hidden_size} with --lstm-layers {mcfg.lstm_layers} makes a model of {n:,} parameters: training it needs "
+                         f"at least {16 * n / 2**30:,.1f} GiB (weights, gradients and Adam's two moments), more than the {have / 2**30:,.1f} GiB of memory on {device}")
 
 # %% ../nbs/11_cli.ipynb #abea6c39
 @call_parse
@@ -115,6 +129,11 @@ def _dash_parser(func, prog: str) -> argparse.ArgumentParser:
             d = o.replace('_', '-'); a.option_strings.insert(0, d); p._option_string_actions[d] = a
     return p
 
+def _as_flag(msg: str, flags) -> str:
+    "A config's message about a setting (`learning_rate must be ...`), naming the setting as its flag (`--learning-rate must be ...`)."
+    m = re.match(r'(\w+) must be ', msg)
+    return f"--{m[1].replace('_', '-')}{msg[len(m[1]):]}" if m and m[1] in flags else msg
+
 def _run(func, prog: str, argv=None):
     "Parse `argv` for `func` and run it; user errors become one line on stderr and exit status 2."
     p = _dash_parser(func, prog)
@@ -122,7 +141,7 @@ def _run(func, prog: str, argv=None):
     logging.basicConfig(level=logging.INFO, format='%(message)s', stream=sys.stderr)
     try: func.__wrapped__(**args)
     except (DataError, CheckpointError, ValueError) as e:
-        print(f"{prog}: error: {e}", file=sys.stderr); sys.exit(2)
+        print(f"{prog}: error: {_as_flag(str(e), args)}", file=sys.stderr); sys.exit(2)
     except OSError as e:   # a folder that is a file, a read-only folder, a full disk: the path and the system's reason
         path = e.filename2 or e.filename   # a failed rename names its target second
         print(f"{prog}: error: {path or ''}{': ' if path else ''}{e.strerror or e}", file=sys.stderr); sys.exit(2)

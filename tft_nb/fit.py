@@ -19,9 +19,9 @@ from .checkpoint import (save_checkpoint, load_checkpoint, optimizer_state, load
                                set_rng_state, atomic_write, CheckpointError, _stem, _json_default)
 
 # %% auto #0
-__all__ = ['HISTORY_COLUMNS', 'RESUME_MAY_CHANGE', 'TrainConfig', 'resolve_device', 'train_step', 'predict', 'evaluate_loss',
-           'original_units', 'baseline_forecast', 'forecast_metrics', 'test_metrics', 'FitResult', 'resume_stem',
-           'earlier_run_files', 'Resume', 'open_resume', 'fit']
+__all__ = ['HISTORY_COLUMNS', 'RESUME_MAY_CHANGE', 'RESUME_STATE', 'TrainConfig', 'resolve_device', 'train_step', 'predict',
+           'evaluate_loss', 'original_units', 'baseline_forecast', 'forecast_metrics', 'test_metrics', 'FitResult',
+           'resume_stem', 'earlier_run_files', 'Resume', 'open_resume', 'fit']
 
 # %% ../nbs/10_fit.ipynb #d036a94e
 @dataclass
@@ -202,6 +202,8 @@ def earlier_run_files(ckpt: Path, overwrite: bool = False, resume: str | None = 
 
 RESUME_MAY_CHANGE = ('epochs', 'checkpoint_dir', 'checkpoint_frequency', 'device', 'bf16', 'verbose', 'overwrite', 'restore_best')
 
+RESUME_STATE = dict(epoch=int, global_step=int, history=list, optimizer=dict, early_stopping=dict, rng=dict)   # sidecar entries a resume restores
+
 def _plain(d: dict) -> dict: return json.loads(json.dumps(d, default=_json_default))   # as a sidecar stores it (tuples as lists)
 
 class Resume(NamedTuple):
@@ -212,6 +214,9 @@ def open_resume(resume, cfg: TrainConfig, model_config: dict, spec: dict) -> Res
     "Load the checkpoint that `resume` names and check that it continues this run (same model, data and training settings; only `RESUME_MAY_CHANGE` may differ) and that its best weights are on disk. Writes nothing."
     stem = resume_stem(resume, cfg.checkpoint_dir)
     weights, side, ts = load_checkpoint(stem, train_state=True)
+    es_keys = EarlyStopping(1).state_dict().keys()
+    if bad := [k for k, t in RESUME_STATE.items() if not isinstance(side.get(k), t) or (k == 'early_stopping' and not es_keys <= side[k].keys())]:
+        raise CheckpointError(f"cannot resume from {stem}: its sidecar {stem.name}.json lacks a valid {', '.join(bad)} (the training state that fit writes)")
     saved = {**side.get('model_config', {}), **side.get('data', {}).get('spec', {}), **side.get('train_config', {})}
     now = _plain({**model_config, **spec, **asdict(cfg)})
     if diff := [f"{k} {saved[k]!r} -> {now[k]!r}" for k in now if k in saved and k not in RESUME_MAY_CHANGE and saved[k] != now[k]]:

@@ -29,7 +29,7 @@ class TFTConfig:
     horizon: int = 5                           # Td, future steps forecast
     hidden_size: int = 256                     # H, width of every layer
     attention_heads: int = 8                   # nh, must divide hidden_size
-    lstm_layers: int = 2                       # L, layers of the LSTM encoder and of the decoder
+    lstm_layers: int = 2                       # L, layers of the LSTM encoder and of the decoder (1 to 32)
     dropout: float = 0.1                       # dropout rate in GRNs, gates and between LSTM layers
     quantiles: tuple = (0.1, 0.5, 0.9)         # quantile levels forecast, strictly increasing in (0, 1)
     monotone_quantiles: bool = True            # build outputs that cannot cross (see `non_crossing`)
@@ -44,7 +44,7 @@ class TFTConfig:
                   ('encoder_length', self.encoder_length >= 1, '>= 1'), ('horizon', self.horizon >= 1, '>= 1'),
                   ('hidden_size', self.hidden_size >= 1, '>= 1'), ('attention_heads', self.attention_heads >= 1, '>= 1'),
                   ('hidden_size', self.hidden_size % max(self.attention_heads, 1) == 0, f'divisible by attention_heads ({self.attention_heads})'),
-                  ('lstm_layers', self.lstm_layers >= 1, '>= 1'), ('dropout', 0 <= self.dropout < 1, 'in [0, 1)'),
+                  ('lstm_layers', 1 <= self.lstm_layers <= 32, 'in [1, 32]'), ('dropout', 0 <= self.dropout < 1, 'in [0, 1)'),
                   ('quantiles', len(q) >= 1 and all(0 < x < 1 for x in q) and all(a < b for a, b in zip(q, q[1:])),
                    'non-empty, in (0, 1) and strictly increasing')]
         for name, ok, want in checks:
