@@ -61,9 +61,16 @@ def _device_memory(device: torch.device) -> int | None:
     try: return os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES')
     except (AttributeError, ValueError, OSError): return None   # no sysconf (Windows) or no such name
 
+def _build(mcfg: TFTConfig, device: str = 'cpu') -> TemporalFusionTransformer:
+    "The model of `mcfg` on `device` ('meta': sizes only, no memory); sizes that cannot be built are a ValueError."
+    try:
+        with torch.device(device): return TemporalFusionTransformer(mcfg)
+    except (RuntimeError, TypeError, OverflowError, MemoryError) as e:   # sizes too large to allocate or to index
+        raise ValueError(f"cannot build a model of --hidden-size {mcfg.hidden_size} with --lstm-layers {mcfg.lstm_layers}: {str(e).splitlines()[0]}") from None
+
 def _check_memory(mcfg: TFTConfig, device: torch.device):
     "Refuse a model whose weights, gradients and Adam's two moments (16 bytes per parameter) alone exceed `device`'s memory."
-    with torch.device('meta'): n = sum(p.numel() for p in TemporalFusionTransformer(mcfg).parameters())   # sizes only, no memory
+    n = sum(p.numel() for p in _build(mcfg, 'meta').parameters())
     have = _device_memory(device)
     if have is not None and 16 * n > have:
         raise ValueError(f"--hidden-size {mcfg.hidden_size} with --lstm-layers {mcfg.lstm_layers} makes a model of {n:,} parameters: training it needs "
@@ -106,16 +113,14 @@ def tft_train(
                     checkpoint_frequency=checkpoint_frequency, seed=seed, verbose=verbose, overwrite=overwrite)
     tcfg, dcfg, wd, mcfg, name = _setup(data, target, encoder_length, horizon, val_start, test_start, hidden_size,
                                         attention_heads, lstm_layers, dropout, train_kw)
-    if resume: open_resume(resume, tcfg, mcfg.to_dict(), asdict(wd.spec))   # it exists, is whole and continues this run's settings
+    r = open_resume(resume, tcfg, mcfg.to_dict(), asdict(wd.spec)) if resume else None   # it exists, is whole and continues this run's settings
     earlier_run_files(Path(checkpoint_dir), overwrite, resume)   # refuse to mix with or replace an earlier run, before any write
     for line in config_lines(data=dict(source=name, windows=f'{len(wd.train)} train / {len(wd.val)} val / {len(wd.test)} test', **asdict(dcfg)),
                              model=asdict(mcfg), training=asdict(tcfg)): log.info(line)
     torch.manual_seed(seed)
-    try: model = TemporalFusionTransformer(mcfg)
-    except (RuntimeError, TypeError, OverflowError, MemoryError) as e:   # sizes too large to allocate
-        raise ValueError(f"cannot build a model of hidden size {hidden_size} with {lstm_layers} LSTM layers: {str(e).splitlines()[0]}") from None
+    model = _build(mcfg)
     log.info(f"Model: {sum(p.numel() for p in model.parameters()):,} parameters on {resolve_device(tcfg.device)}")
-    res = fit(model, wd, tcfg, dcfg, resume=resume, log=log)
+    res = fit(model, wd, tcfg, dcfg, resume=r, log=log)
     metrics = test_metrics(model, wd)
     log.info(f"Test metrics ({len(wd.test)} windows x {dcfg.horizon} steps, target {dcfg.target} in original units):\n{metrics.to_string(float_format='%.5f')}")
     return res, metrics

@@ -243,14 +243,14 @@ def _resume(r: Resume, model, opt, sched, es, gen, log) -> tuple[int, int, list]
 
 # %% ../nbs/10_fit.ipynb #c02bfda3
 def fit(model: TemporalFusionTransformer, data: WindowData, cfg: TrainConfig = TrainConfig(), data_config: DataConfig | None = None,
-        resume: str | None = None, log: logging.Logger | None = None, progress: bool | None = None) -> FitResult:
+        resume: str | Resume | None = None, log: logging.Logger | None = None, progress: bool | None = None) -> FitResult:
     "Train `model` on `data.train`, validating on `data.val`; checkpoints and metrics.csv go to `cfg.checkpoint_dir`."
     log = log or logging.getLogger('tft_nb')
     progress = sys.stderr.isatty() if progress is None else progress
     device = resolve_device(cfg.device); autocast = cfg.bf16 and device.type == 'cuda'
     ckpt = Path(cfg.checkpoint_dir)
-    r = open_resume(resume, cfg, model.config.to_dict(), asdict(data.spec)) if resume else None   # checked before any write
-    if old := earlier_run_files(ckpt, cfg.overwrite, resume):
+    r = resume if isinstance(resume, Resume) else open_resume(resume, cfg, model.config.to_dict(), asdict(data.spec)) if resume else None   # checked before any write
+    if old := earlier_run_files(ckpt, cfg.overwrite, r and r.stem):
         for p in old: p.unlink()
         log.info(f"Removed {len(old)} file(s) of an earlier run from {ckpt} (overwrite)")
     ckpt.mkdir(parents=True, exist_ok=True)
