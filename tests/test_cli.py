@@ -37,8 +37,10 @@ def test_train_then_predict(tmp_path):
     (['--early-stopping-patience', '-3'], '--early-stopping-patience must be >= 1'),
     (['--batch-size', '0'], '--batch-size must be >= 1'),
     (['--data', 'does/not/exist.dbn'], 'exist.dbn: no such file'),
-    (['--encoder-length', '10000'], 'too short for one window'),
-    (['--hidden-size', '30', '--attention-heads', '8'], '--hidden-size must be divisible by attention_heads (8)'),
+    (['--encoder-length', '10000'], 'too short for one window: longest has 5030 usable bars (one bar is used up by the first return), need --encoder-length + --horizon = 10005'),
+    (['--hidden-size', '30', '--attention-heads', '8'], '--hidden-size must be divisible by --attention-heads (8), got 30'),
+    (['--horizon', '0'], '--horizon must be >= 1, got 0'),
+    (['--val-start', '2030-01-01'], 'is before --val-start (2030-01-01'),
     (['--hidden-size', '100000'], 'parameters: training it needs at least'),   # refused before it is built
     (['--lstm-layers', '99999999999999999999'], '--lstm-layers must be in [1, 32]'),
     (['--target', 'foo'], "--target must be one of ('lv', 'r', 'close'), got 'foo'"),
@@ -132,7 +134,7 @@ def test_resume_with_other_settings_is_refused(one_run):
     before = _tree(one_run)
     line = _one_line(run('tft_train', '--epochs', '3', *SMALL, '--batch-size', '256', '--checkpoint-dir', str(one_run),
                          '--resume', 'last', '--learning-rate', '0.5', '--horizon', '3'))
-    assert 'other settings' in line and 'horizon 5 -> 3' in line and 'learning_rate 0.001 -> 0.5' in line, line
+    assert 'other settings' in line and '--horizon 5 -> 3' in line and '--learning-rate 0.001 -> 0.5' in line, line
     assert _tree(one_run) == before
 
 def test_resume_into_another_run_is_refused_and_into_a_new_folder_works(one_run, tmp_path):

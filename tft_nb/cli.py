@@ -49,7 +49,7 @@ def _setup(data, target, encoder_length, horizon, val_start, test_start, hidden_
     wd = make_windows(bars, dcfg, source=name)
     for split in ('train', 'val', 'test'):
         if len(getattr(wd, split)) == 0:
-            raise DataError(f"{name}: the {split} split has no windows (encoder_length {dcfg.encoder_length} + horizon {dcfg.horizon} "
+            raise DataError(f"{name}: the {split} split has no windows (--encoder-length {dcfg.encoder_length} + --horizon {dcfg.horizon} "
                             f"with splits at {dcfg.val_start or f'{dcfg.val_frac:.0%} val'} / {dcfg.test_start or f'{dcfg.test_frac:.0%} test'}); use more data or shorter windows")
     mcfg = TFTConfig(**wd.spec.model_sizes(), hidden_size=hidden_size, attention_heads=attention_heads, lstm_layers=lstm_layers, dropout=dropout)
     _check_memory(mcfg, resolve_device(tcfg.device))
@@ -134,10 +134,16 @@ def _dash_parser(func, prog: str) -> argparse.ArgumentParser:
             d = o.replace('_', '-'); a.option_strings.insert(0, d); p._option_string_actions[d] = a
     return p
 
+_NAMES = re.compile(r'(?<![\w./-])[a-z][a-z0-9_]*(?:(?:, | \+ | and )[a-z][a-z0-9_]*)*(?![\w/-]|\.\w)')   # names joined by , + and; not in a path
+
 def _as_flag(msg: str, flags) -> str:
-    "A config's message about a setting (`learning_rate must be ...`), naming the setting as its flag (`--learning-rate must be ...`)."
-    m = re.match(r'(\w+) must be ', msg)
-    return f"--{m[1].replace('_', '-')}{msg[len(m[1]):]}" if m and m[1] in flags else msg
+    "A message about settings, naming each as its flag: a snake_case setting anywhere (`learning_rate must be ...` -> `--learning-rate must be ...`) with the settings joined to it by ', ', ' + ' or ' and ' (`encoder_length + horizon`), and a one-word setting that a clause is about (`target must be ...`, `horizon 5 -> 3`)."
+    flag = lambda w: '--' + w.replace('_', '-') if w in flags else w
+    def run(m):
+        words = re.split(r'(, | \+ | and )', m[0])
+        return ''.join(w if i % 2 else flag(w) for i, w in enumerate(words)) if any('_' in w and w in flags for w in words[::2]) else m[0]
+    msg = _NAMES.sub(run, msg)
+    return re.sub(r'(^|\(|; )([a-z]+)(?= must be | \S+ -> )', lambda m: m[1] + flag(m[2]), msg)
 
 def _run(func, prog: str, argv=None):
     "Parse `argv` for `func` and run it; user errors become one line on stderr and exit status 2."

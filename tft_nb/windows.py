@@ -72,7 +72,8 @@ class DataConfig:
 
     def __post_init__(self):
         self.observed, self.known = tuple(self.observed), tuple(self.known)
-        if self.encoder_length < 1 or self.horizon < 1: raise ValueError(f"encoder_length and horizon must be >= 1, got {self.encoder_length} and {self.horizon}")
+        for k in ('encoder_length', 'horizon'):
+            if getattr(self, k) < 1: raise ValueError(f"{k} must be >= 1, got {getattr(self, k)}")
         if self.target not in TARGETS: raise ValueError(f"target must be one of {TARGETS}, got {self.target!r}")
         if bad := [k for k in self.observed if k not in OBSERVED + ('close',)]: raise ValueError(f"unknown observed input(s) {bad}; expected some of {OBSERVED + ('close',)}")
         if bad := [k for k in self.known if k not in CALENDAR]: raise ValueError(f"unknown known input(s) {bad}; expected some of {CALENDAR}")
