@@ -42,6 +42,8 @@ def test_train_then_predict(tmp_path):
     (['--horizon', '0'], '--horizon must be >= 1, got 0'),
     (['--val-start', '2030-01-01'], 'is before --val-start (2030-01-01'),
     (['--hidden-size', '100000'], 'parameters: training it needs at least'),   # refused before it is built
+    (['--batch-size', '100000', '--hidden-size', '1024', '--encoder-length', '500'],        # 1.5 TB of activations: refused on any machine
+     'MiB of activations per window (--hidden-size 1024, --encoder-length 500 + --horizon 5)'),
     (['--lstm-layers', '99999999999999999999'], '--lstm-layers must be in [1, 32]'),
     (['--target', 'foo'], "--target must be one of ('lv', 'r', 'close'), got 'foo'"),
     (['--resume', 'last'], 'tft_last.json: checkpoint sidecar not found'),

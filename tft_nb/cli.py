@@ -18,8 +18,9 @@ from .checkpoint import load_checkpoint, atomic_write, CheckpointError
 from .fit import TrainConfig, fit, test_metrics, predict, original_units, resolve_device, earlier_run_files, open_resume
 
 # %% auto #0
-__all__ = ['HOLIDAYS', 'load_bars', 'data_config', 'config_lines', 'tft_train', 'main_train', 'observed_holidays', 'future_times',
-           'forecast_frame', 'load_model', 'future_windows', 'tft_predict', 'main_predict']
+__all__ = ['HOLIDAYS', 'load_bars', 'data_config', 'config_lines', 'activation_bytes', 'tft_train', 'main_train',
+           'observed_holidays', 'future_times', 'forecast_frame', 'load_model', 'future_windows', 'tft_predict',
+           'main_predict']
 
 # %% ../nbs/11_cli.ipynb #46032dde
 def load_bars(data: str | None) -> tuple[pd.DataFrame, str]:
@@ -52,7 +53,7 @@ def _setup(data, target, encoder_length, horizon, val_start, test_start, hidden_
             raise DataError(f"{name}: the {split} split has no windows (--encoder-length {dcfg.encoder_length} + --horizon {dcfg.horizon} "
                             f"with splits at {dcfg.val_start or f'{dcfg.val_frac:.0%} val'} / {dcfg.test_start or f'{dcfg.test_frac:.0%} test'}); use more data or shorter windows")
     mcfg = TFTConfig(**wd.spec.model_sizes(), hidden_size=hidden_size, attention_heads=attention_heads, lstm_layers=lstm_layers, dropout=dropout)
-    _check_memory(mcfg, resolve_device(tcfg.device))
+    _check_memory(mcfg, resolve_device(tcfg.device), wd.train, tcfg.batch_size)
     return tcfg, dcfg, wd, mcfg, name
 
 def _device_memory(device: torch.device) -> int | None:
@@ -68,13 +69,32 @@ def _build(mcfg: TFTConfig, device: str = 'cpu') -> TemporalFusionTransformer:
     except (RuntimeError, TypeError, OverflowError, MemoryError) as e:   # sizes too large to allocate or to index
         raise ValueError(f"cannot build a model of --hidden-size {mcfg.hidden_size} with --lstm-layers {mcfg.lstm_layers}: {str(e).splitlines()[0]}") from None
 
-def _check_memory(mcfg: TFTConfig, device: torch.device):
-    "Refuse a model whose weights, gradients and Adam's two moments (16 bytes per parameter) alone exceed `device`'s memory."
+def activation_bytes(model: TemporalFusionTransformer, windows: Windows) -> int:
+    "Bytes that autograd keeps for the backward pass per window of a training batch (fp32): what one more window adds to the tensors the forward pass saves."
+    def saved(n: int) -> int:
+        storages = {}
+        def pack(t):
+            s = t.untyped_storage(); storages[s.data_ptr()] = s.nbytes(); return t
+        with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t): model(windows.batch(torch.arange(n)))
+        return sum(storages.values())
+    return saved(2) - saved(1) if len(windows) >= 2 else saved(1)   # the weights, saved alike for 1 and 2 windows, cancel
+
+def _check_memory(mcfg: TFTConfig, device: torch.device, windows: Windows | None = None, batch_size: int = 1, have: int | None = None):
+    "Refuse a model whose weights, gradients and Adam's two moments (16 bytes per parameter) exceed `device`'s memory `have` (default: all of it), or do with the activations of a training batch of `windows`."
     n = sum(p.numel() for p in _build(mcfg, 'meta').parameters())
-    have = _device_memory(device)
-    if have is not None and 16 * n > have:
+    have = have or _device_memory(device)
+    if have is None: return
+    if 16 * n > have:
         raise ValueError(f"--hidden-size {mcfg.hidden_size} with --lstm-layers {mcfg.lstm_layers} makes a model of {n:,} parameters: training it needs "
                          f"at least {16 * n / 2**30:,.1f} GiB (weights, gradients and Adam's two moments), more than the {have / 2**30:,.1f} GiB of memory on {device}")
+    if windows is None: return
+    per, batch = activation_bytes(_build(mcfg).train(), windows), min(batch_size, len(windows))
+    if 16 * n + batch * per > have:
+        most = (have - 16 * n) // per
+        raise ValueError(f"--batch-size {batch_size} needs about {(16 * n + batch * per) / 2**30:,.1f} GiB to train: {per / 2**20:,.1f} MiB of activations per window "
+                         f"(--hidden-size {mcfg.hidden_size}, --encoder-length {mcfg.encoder_length} + --horizon {mcfg.horizon}) and {16 * n / 2**30:,.1f} GiB "
+                         f"for weights, gradients and Adam's two moments, more than the {have / 2**30:,.1f} GiB of memory on {device}; "
+                         + (f"a batch of more than {most:,} windows cannot fit" if most else "not even one window fits: use a smaller model or shorter windows"))
 
 # %% ../nbs/11_cli.ipynb #abea6c39
 @call_parse
