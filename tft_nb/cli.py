@@ -43,7 +43,7 @@ def config_lines(**sections) -> list[str]:
 
 # %% ../nbs/11_cli.ipynb #9e9ff68b
 def _setup(data, target, encoder_length, horizon, val_start, test_start, hidden_size, attention_heads, lstm_layers, dropout, train_kw):
-    "Check settings and prepare data and model (nothing written); raises ValueError subclasses on bad input."
+    "Check settings and prepare data and the model, seeded (nothing written); raises ValueError subclasses on bad input."
     tcfg = TrainConfig(**train_kw)
     dcfg = data_config(data, target=target, encoder_length=encoder_length, horizon=horizon, val_start=val_start, test_start=test_start)
     bars, name = load_bars(data)
@@ -53,8 +53,11 @@ def _setup(data, target, encoder_length, horizon, val_start, test_start, hidden_
             raise DataError(f"{name}: the {split} split has no windows (--encoder-length {dcfg.encoder_length} + --horizon {dcfg.horizon} "
                             f"with splits at {dcfg.val_start or f'{dcfg.val_frac:.0%} val'} / {dcfg.test_start or f'{dcfg.test_frac:.0%} test'}); use more data or shorter windows")
     mcfg = TFTConfig(**wd.spec.model_sizes(), hidden_size=hidden_size, attention_heads=attention_heads, lstm_layers=lstm_layers, dropout=dropout)
-    _check_memory(mcfg, resolve_device(tcfg.device), wd.train, tcfg.batch_size)
-    return tcfg, dcfg, wd, mcfg, name
+    device = resolve_device(tcfg.device)
+    _check_memory(mcfg, device)                       # before the model is built: its size alone
+    torch.manual_seed(tcfg.seed); model = _build(mcfg)
+    _check_batch(model, wd.train, tcfg.batch_size, device)
+    return tcfg, dcfg, wd, mcfg, model, name
 
 def _device_memory(device: torch.device) -> int | None:
     "Total memory of `device` in bytes (a GPU's own memory, else the machine's RAM); None where the system does not say."
@@ -79,16 +82,20 @@ def activation_bytes(model: TemporalFusionTransformer, windows: Windows) -> int:
         return sum(storages.values())
     return saved(2) - saved(1) if len(windows) >= 2 else saved(1)   # the weights, saved alike for 1 and 2 windows, cancel
 
-def _check_memory(mcfg: TFTConfig, device: torch.device, windows: Windows | None = None, batch_size: int = 1, have: int | None = None):
-    "Refuse a model whose weights, gradients and Adam's two moments (16 bytes per parameter) exceed `device`'s memory `have` (default: all of it), or do with the activations of a training batch of `windows`."
+def _check_memory(mcfg: TFTConfig, device: torch.device, have: int | None = None):
+    "Refuse a model whose weights, gradients and Adam's two moments (16 bytes per parameter) alone exceed `device`'s memory `have` (default: all of it)."
     n = sum(p.numel() for p in _build(mcfg, 'meta').parameters())
     have = have or _device_memory(device)
-    if have is None: return
-    if 16 * n > have:
+    if have is not None and 16 * n > have:
         raise ValueError(f"--hidden-size {mcfg.hidden_size} with --lstm-layers {mcfg.lstm_layers} makes a model of {n:,} parameters: training it needs "
                          f"at least {16 * n / 2**30:,.1f} GiB (weights, gradients and Adam's two moments), more than the {have / 2**30:,.1f} GiB of memory on {device}")
-    if windows is None: return
-    per, batch = activation_bytes(_build(mcfg).train(), windows), min(batch_size, len(windows))
+
+def _check_batch(model: TemporalFusionTransformer, windows: Windows, batch_size: int, device: torch.device, have: int | None = None):
+    "Refuse a training batch of `windows` whose activations, with the model's weights, gradients and Adam's moments, exceed `device`'s memory `have` (default: all of it)."
+    have = have or _device_memory(device)
+    if have is None: return
+    mcfg, n = model.config, sum(p.numel() for p in model.parameters())
+    per, batch = activation_bytes(model, windows), min(batch_size, len(windows))
     if 16 * n + batch * per > have:
         most = (have - 16 * n) // per
         raise ValueError(f"--batch-size {batch_size} needs about {(16 * n + batch * per) / 2**30:,.1f} GiB to train: {per / 2**20:,.1f} MiB of activations per window "
@@ -131,14 +138,12 @@ def tft_train(
                     grad_clip=grad_clip, device='cuda' if use_gpu else device, early_stopping_patience=early_stopping_patience,
                     early_stopping_threshold=early_stopping_threshold, checkpoint_dir=checkpoint_dir,
                     checkpoint_frequency=checkpoint_frequency, seed=seed, verbose=verbose, overwrite=overwrite)
-    tcfg, dcfg, wd, mcfg, name = _setup(data, target, encoder_length, horizon, val_start, test_start, hidden_size,
-                                        attention_heads, lstm_layers, dropout, train_kw)
+    tcfg, dcfg, wd, mcfg, model, name = _setup(data, target, encoder_length, horizon, val_start, test_start, hidden_size,
+                                               attention_heads, lstm_layers, dropout, train_kw)
     r = open_resume(resume, tcfg, mcfg.to_dict(), asdict(wd.spec)) if resume else None   # it exists, is whole and continues this run's settings
     earlier_run_files(Path(checkpoint_dir), overwrite, resume)   # refuse to mix with or replace an earlier run, before any write
     for line in config_lines(data=dict(source=name, windows=f'{len(wd.train)} train / {len(wd.val)} val / {len(wd.test)} test', **asdict(dcfg)),
                              model=asdict(mcfg), training=asdict(tcfg)): log.info(line)
-    torch.manual_seed(seed)
-    model = _build(mcfg)
     log.info(f"Model: {sum(p.numel() for p in model.parameters()):,} parameters on {resolve_device(tcfg.device)}")
     res = fit(model, wd, tcfg, dcfg, resume=r, log=log)
     metrics = test_metrics(model, wd)
