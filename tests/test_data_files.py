@@ -118,8 +118,17 @@ def test_vectors_untouched():
         for fn in (read_dbn, read_ohlcv):
             try: fn(f)
             except DataError: pass
-    with pytest.raises(DataError): read_ohlcv(DBN_DIR)   # the .dbz files make the folder fail
+    with pytest.raises(DataError, match='ohlcv-1d.dbn: no bars'): read_ohlcv(DBN_DIR)   # its first file by name holds no bars
     assert snap() == before
+
+@pytest.mark.skipif(not DBN_DIR.is_dir(), reason=NO_DIR)
+def test_folder_reads_the_bars_and_skips_the_rest(tmp_path, caplog):
+    "A folder of real DBN files with a README and a LICENSE beside them (as in the vectors' own folder) reads the DBN files."
+    names = ['test_data.ohlcv-1m.v3.dbn.zst', 'README.md', 'LICENSE']
+    for n in names: (tmp_path / n).write_bytes((DBN_DIR / n).read_bytes())
+    with caplog.at_level('INFO', logger='tft_nb'): got = read_ohlcv(tmp_path)
+    pd.testing.assert_frame_equal(got, read_dbn(tmp_path / names[0]), check_like=True)
+    assert f'{tmp_path}: skipped 2 file(s) not named as bars: LICENSE, README.md' in caplog.text
 
 def read_ohlcv_frame(bars):
     "What the readers return for `bars`: sorted by symbol then time, symbol categorical with sorted categories."

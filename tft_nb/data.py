@@ -4,7 +4,7 @@
 
 # %% ../nbs/00_data.ipynb #4544bcd4
 from __future__ import annotations
-import importlib.util, io, struct
+import gzip, importlib.util, io, logging, re, struct, zlib
 from pathlib import Path
 from types import SimpleNamespace as NS
 import numpy as np, pandas as pd
@@ -12,8 +12,8 @@ import databento_dbn as dbn
 import zstandard
 
 # %% auto #0
-__all__ = ['COLUMNS', 'PRICES', 'OHLCV_RTYPES', 'ALIASES', 'DataError', 'read_dbn', 'write_dbn', 'normalize_columns',
-           'check_bars', 'read_ohlcv', 'load_sample']
+__all__ = ['COLUMNS', 'PRICES', 'OHLCV_RTYPES', 'ALIASES', 'DATA_NAMES', 'DataError', 'read_dbn', 'write_dbn',
+           'normalize_columns', 'check_bars', 'read_ohlcv', 'load_sample']
 
 # %% ../nbs/00_data.ipynb #b56ffb60
 COLUMNS = ['ts_event', 'symbol', 'open', 'high', 'low', 'close', 'volume']
@@ -23,7 +23,7 @@ class DataError(ValueError):
     "A data file or frame can't be used; the message names the file and what was expected."
 
 # %% ../nbs/00_data.ipynb #a2ef23c8
-_ZSTD_MAGIC, _DBZ_MAGIC, _PARQUET_MAGIC = b'\x28\xb5\x2f\xfd', b'P*M\x18', b'PAR1'
+_ZSTD_MAGIC, _GZIP_MAGIC, _DBZ_MAGIC, _PARQUET_MAGIC = b'\x28\xb5\x2f\xfd', b'\x1f\x8b', b'P*M\x18', b'PAR1'
 OHLCV_RTYPES = {0x11: 'ohlcv (v1 deprecated)', 0x20: 'ohlcv-1s', 0x21: 'ohlcv-1m', 0x22: 'ohlcv-1h',
                 0x23: 'ohlcv-1d', 0x24: 'ohlcv-eod'}
 _OHLCV_DTYPE = np.dtype(dbn.OHLCVMsg._dtypes)  # the 56-byte record of every DBN version
@@ -42,7 +42,7 @@ def _decompress_zstd(raw: bytes, path) -> bytes:
 
 # %% ../nbs/00_data.ipynb #5e4b450a
 def _read_bytes(path) -> bytes:
-    "Contents of `path`, zstd-decompressed when the bytes say so."
+    "Contents of `path`, zstd- or gzip-decompressed when the bytes say so."
     path = Path(path)
     if not path.is_file(): raise DataError(f"{path}: no such file")
     raw = path.read_bytes()
@@ -50,7 +50,11 @@ def _read_bytes(path) -> bytes:
     if raw[:4] == _DBZ_MAGIC:
         raise DataError(f"{path}: legacy DBZ framing (Databento's pre-DBN format) is not supported; "
                         "convert it to DBN with Databento's `dbn` tool or download the data again as DBN")
-    return _decompress_zstd(raw, path) if raw[:4] == _ZSTD_MAGIC else raw
+    if raw[:4] == _ZSTD_MAGIC: return _decompress_zstd(raw, path)
+    if raw[:2] == _GZIP_MAGIC:
+        try: return gzip.decompress(raw)
+        except (EOFError, gzip.BadGzipFile, zlib.error) as e: raise DataError(f"{path}: truncated or corrupt gzip stream ({e})") from None
+    return raw
 
 # %% ../nbs/00_data.ipynb #1410a0d9
 def _dbn_header(b: bytes, path) -> tuple[dbn.Metadata, int]:
@@ -235,12 +239,18 @@ def _read_one(path: Path) -> pd.DataFrame:
     return _tidy(normalize_columns(df, path))
 
 # %% ../nbs/00_data.ipynb #d35b4baf
+DATA_NAMES = re.compile(r'\.(dbn|dbz|csv|parquet|pq)(\.(zst|zstd|gz))?$', re.IGNORECASE)   # the files a folder's bars are read from
+
 def read_ohlcv(path) -> pd.DataFrame:
-    "Read a DBN, CSV or Parquet file, or a folder of them, into the checked tidy frame."
+    "Read a DBN, CSV or Parquet file, or a folder of them (the files named as such), into the checked tidy frame."
     path = Path(path)
     if not path.is_dir(): return check_bars(_read_one(path), path)
-    files = sorted(f for f in path.iterdir() if f.is_file() and not f.name.startswith('.'))
-    if not files: raise DataError(f"{path}: folder has no data files")
+    found = sorted(f for f in path.iterdir() if f.is_file() and not f.name.startswith('.'))
+    files = [f for f in found if DATA_NAMES.search(f.name)]
+    if skipped := [f.name for f in found if f not in files]:
+        logging.getLogger('tft_nb').info(f"{path}: skipped {len(skipped)} file(s) not named as bars: {', '.join(skipped)}")
+    if not files: raise DataError(f"{path}: folder has no data files (expected names ending in .dbn, .csv, .parquet or .pq, "
+                                  f"optionally + .zst or .gz; found {', '.join(skipped) or 'no files'})")
     parts = [check_bars(_read_one(f), f) for f in files]
     return check_bars(_tidy(pd.concat(parts, ignore_index=True), by_time=True), path)
 
