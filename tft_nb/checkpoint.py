@@ -21,12 +21,15 @@ class CheckpointError(ValueError):
 def atomic_write(path, data: bytes):
     "Write `data` to `path` so that `path` holds either its old content or all of `data`, even after a crash."
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f'.{path.name}.', suffix='.tmp', dir=path.parent)
+    named = lambda e: OSError(e.errno, e.strerror, str(path))   # an OS error names `path`, not the temporary file
+    try: fd, tmp = tempfile.mkstemp(prefix=f'.{path.name}.', suffix='.tmp', dir=path.parent)
+    except OSError as e: raise named(e) from None
     try:
         with os.fdopen(fd, 'wb') as f: f.write(data); f.flush(); os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         if os.path.exists(tmp): os.remove(tmp)
+        if isinstance(e, OSError): raise named(e) from None
         raise
     dfd = os.open(path.parent, os.O_RDONLY)
     try: os.fsync(dfd)

@@ -259,7 +259,7 @@ def future_windows(bars: pd.DataFrame, side: dict, source: str = '<bars>') -> tu
 # %% ../nbs/11_cli.ipynb #2d4ab6d8
 @call_parse
 def tft_predict(
-    checkpoint: str = 'checkpoints/tft_best',  # checkpoint stem or file (default: the best of the default run)
+    checkpoint: str = 'checkpoints/tft_best',  # checkpoint stem or file; the default is the best of `tft_train`'s default run
     data: str = None,                       # DBN/CSV/Parquet file or folder (default: built-in S&P 500 + NASDAQ daily bars)
     output: str = 'forecasts.csv',          # CSV to write
     split: str = 'future',                  # 'future' (from each symbol's last bar) or 'test' / 'val' (every window, with actuals)
