@@ -1,8 +1,9 @@
 "End-to-end tests of the console scripts: a short run, forecasts, one-line errors, and a killed run resumed exactly."
 import json, os, signal, subprocess, sys, time
 from pathlib import Path
-import pandas as pd, pytest, torch
+import numpy as np, pandas as pd, pytest, torch
 from safetensors.torch import load_file
+from tft_nb.data import write_dbn
 
 SMALL = ['--hidden-size', '8', '--attention-heads', '2', '--lstm-layers', '1', '--encoder-length', '20']
 
@@ -31,6 +32,28 @@ def test_train_then_predict(tmp_path):
     assert set(fc.symbol) == {'sp500', 'nasdaq'} and sorted(fc.step.unique()) == [1, 2, 3, 4, 5]
     assert ((fc['q0.1'] <= fc['q0.5']) & (fc['q0.5'] <= fc['q0.9'])).all()
     assert fc['q0.5'].between(-8, -2).all()   # log daily volatility, original units (about -4.9 on average)
+
+def test_intraday_databento_folder(tmp_path):
+    "Minute bars in a Databento-style folder (bars beside metadata JSON): train, then forecasts from the next session's open."
+    rng, frames = np.random.default_rng(0), []
+    for sym in ('AAA', 'BBB'):
+        for day in pd.bdate_range('2024-01-08', '2024-01-17'):           # Monday to the next Wednesday, 390 bars a session
+            ts = pd.date_range(f'{day.date()} 14:30', periods=390, freq='1min', tz='UTC')
+            c = 100 * np.exp(np.cumsum(rng.normal(0, 1e-3, len(ts)))); o = np.r_[c[0], c[:-1]]
+            frames.append(pd.DataFrame(dict(ts_event=ts, symbol=sym, open=o, high=np.maximum(o, c) + 0.01, low=np.minimum(o, c) - 0.01,
+                                            close=c, volume=rng.integers(100, 1000, len(ts)).astype(float))))
+    data = tmp_path / 'download'; data.mkdir()
+    write_dbn(pd.concat(frames, ignore_index=True), data / 'xnas-itch-20240108-20240117.ohlcv-1m.dbn.zst', zstd=True)
+    for j in ('metadata', 'manifest', 'symbology', 'condition'): (data / f'{j}.json').write_text('{}')
+    ck, out = tmp_path / 'ck', tmp_path / 'fc.csv'
+    r = run('tft_train', '--data', str(data), '--epochs', '1', *SMALL, '--checkpoint-dir', str(ck))
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert 'skipped 4 file(s) not named as bars: condition.json, manifest.json, metadata.json, symbology.json' in r.stderr
+    r = run('tft_predict', '--checkpoint', str(ck / 'tft_best'), '--data', str(data), '--output', str(out))
+    assert r.returncode == 0, r.stderr[-2000:]
+    fc = pd.read_csv(out)
+    assert fc.origin.unique().tolist() == ['2024-01-17 20:59:00+00:00']   # Wednesday's last bar
+    assert fc.groupby('symbol').ts_event.apply(list).tolist() == [[f'2024-01-18 14:3{k}:00+00:00' for k in range(5)]] * 2   # Thursday's open
 
 @pytest.mark.parametrize('argv,msg', [
     (['--learning-rate', '-1'], '--learning-rate must be > 0'),

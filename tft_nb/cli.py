@@ -201,15 +201,33 @@ def observed_holidays(days: pd.DatetimeIndex, rules=HOLIDAYS) -> list:
         if len(past) and (~past.isin(days)).mean() > 0.5: observed.append(r)
     return observed
 
+def _sessions(ts: pd.Series, weeks: int = 4) -> dict:
+    "Per day of the week (0: Monday), the times of day of its fullest session of bars `ts` in their last `weeks` weeks (the latest of equals)."
+    recent = ts[ts >= ts.iloc[-1].normalize() - pd.Timedelta(weeks=weeks)]
+    day, best = recent.dt.normalize(), {}
+    for d, k in day.value_counts().sort_index().items():
+        if k >= best.get(d.day_of_week, (0,))[0]: best[d.day_of_week] = (k, d)
+    slots = {w: pd.TimedeltaIndex(np.sort((recent[day == d] - d).to_numpy())) for w, (k, d) in best.items()}
+    if ts.iloc[-1] - ts.iloc[0] < pd.Timedelta(days=7):   # too short to tell which days the venue trades: weekdays, or every day
+        fullest = slots[max(best.values())[1].day_of_week]
+        for w in range(7 if (ts.dt.day_of_week >= 5).any() else 5): slots.setdefault(w, fullest)
+    return slots
+
 def future_times(ts: pd.Series, n: int) -> pd.DatetimeIndex:
-    "The `n` timestamps after the last of `ts`: trading days for weekday daily bars, else the median spacing."
+    "The `n` timestamps after the last of `ts`: the next trading days' bars for daily and intraday bars, else the median spacing."
     step, last = ts.diff().median(), ts.iloc[-1]
-    if step >= pd.Timedelta(hours=20) and step <= pd.Timedelta(days=4) and (ts.dt.day_of_week < 5).all():
-        days = pd.DatetimeIndex(ts.dt.tz_convert(None).dt.normalize())
+    days = pd.DatetimeIndex(ts.dt.tz_convert(None).dt.normalize())
+    if pd.Timedelta(hours=20) <= step <= pd.Timedelta(days=4) and (ts.dt.day_of_week < 5).all():   # daily bars on weekdays
         start, end = days[-1] + pd.Timedelta(days=1), days[-1] + pd.Timedelta(days=2 * n + 14)
         closed = [d for r in observed_holidays(days) for d in r.dates(start, end)]
         return pd.bdate_range(start, periods=n, freq='C', holidays=closed, tz='UTC') + (last - last.normalize())
-    return pd.DatetimeIndex([last + (k + 1) * step for k in range(n)])
+    if step >= pd.Timedelta(hours=20) or days[0] == days[-1]: return pd.DatetimeIndex([last + (k + 1) * step for k in range(n)])
+    slots, out, d = _sessions(ts), [], last.normalize()   # intraday: each day of the week's session, from the last bar on
+    closed = {h for r in observed_holidays(days.unique()) for h in r.dates(days[-1], days[-1] + pd.Timedelta(days=7 * n + 14))}
+    while len(out) < n:
+        if d.tz_localize(None) not in closed: out += [d + s for s in slots.get(d.day_of_week, ()) if d + s > last]
+        d += pd.Timedelta(days=1)
+    return pd.DatetimeIndex(out[:n]).as_unit(ts.dt.unit)
 
 # %% ../nbs/11_cli.ipynb #41e9e009
 def forecast_frame(model, data: WindowData, windows: Windows, batch_size: int = 256) -> pd.DataFrame:
