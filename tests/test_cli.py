@@ -49,6 +49,7 @@ def test_intraday_databento_folder(tmp_path):
     r = run('tft_train', '--data', str(data), '--epochs', '1', *SMALL, '--checkpoint-dir', str(ck))
     assert r.returncode == 0, r.stderr[-2000:]
     assert 'skipped 4 file(s) not named as bars: condition.json, manifest.json, metadata.json, symbology.json' in r.stderr
+    assert "  known: ('dow', 'hour', 'minute')" in r.stderr                # the time of day, for minute bars
     r = run('tft_predict', '--checkpoint', str(ck / 'tft_best'), '--data', str(data), '--output', str(out))
     assert r.returncode == 0, r.stderr[-2000:]
     fc = pd.read_csv(out)
@@ -69,6 +70,7 @@ def test_intraday_databento_folder(tmp_path):
      'MiB of activations per window (--hidden-size 1024, --encoder-length 500 + --horizon 5)'),
     (['--lstm-layers', '99999999999999999999'], '--lstm-layers must be in [1, 32]'),
     (['--target', 'foo'], "--target must be one of ('lv', 'r', 'close'), got 'foo'"),
+    (['--known', 'dow,week'], "--known must be one or more of ('dow', 'month', 'day', 'hour', 'minute'), got ('dow', 'week')"),
     (['--resume', 'last'], 'tft_last.json: checkpoint sidecar not found'),
     (['--learning-rate', 'inf'], '--learning-rate must be > 0 and finite'),
     (['--early-stopping-threshold', 'inf'], '--early-stopping-threshold must be >= 0 and finite'),

@@ -5,7 +5,7 @@
 # %% ../nbs/11_cli.ipynb #bc0eceb5
 from __future__ import annotations
 import argparse, logging, os, re, sys
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 import numpy as np, pandas as pd, torch
 from pandas.tseries.holiday import (Holiday, GoodFriday, USMartinLutherKingJr, USPresidentsDay, USMemorialDay, USLaborDay,
@@ -18,7 +18,7 @@ from .checkpoint import load_checkpoint, atomic_write, CheckpointError
 from .fit import TrainConfig, fit, test_metrics, predict, original_units, resolve_device, earlier_run_files, open_resume
 
 # %% auto #0
-__all__ = ['HOLIDAYS', 'load_bars', 'data_config', 'config_lines', 'activation_bytes', 'tft_train', 'main_train',
+__all__ = ['HOLIDAYS', 'load_bars', 'data_config', 'default_known', 'config_lines', 'activation_bytes', 'tft_train', 'main_train',
            'observed_holidays', 'future_times', 'forecast_frame', 'load_model', 'future_windows', 'tft_predict',
            'main_predict']
 
@@ -29,9 +29,16 @@ def load_bars(data: str | None) -> tuple[pd.DataFrame, str]:
     return read_ohlcv(data), str(data)
 
 def data_config(data: str | None, **kw) -> DataConfig:
-    "The `DataConfig` of a run: the benchmark preset's splits for the built-in data, else fractions; `kw` overrides."
+    "The `DataConfig` of a run: the benchmark preset's splits for the built-in data, else fractions; `kw` overrides (`known` may be 'a,b')."
+    if isinstance(kw.get('known'), str): kw['known'] = tuple(k.strip() for k in kw['known'].split(',') if k.strip())
     base = asdict(PRESETS['ohlcv_gk_logvol_tft_v1']) if data is None else {}
     return DataConfig(**{**base, **{k: v for k, v in kw.items() if v is not None}})
+
+def default_known(bars: pd.DataFrame) -> tuple:
+    "Calendar inputs for the spacing of `bars`: day of week and month for daily bars or longer; else day of week, hour and (below hourly) minute."
+    step = bars.groupby('symbol', observed=True).ts_event.diff().median()
+    if not step < pd.Timedelta(hours=20): return ('dow', 'month')
+    return ('dow', 'hour') + (('minute',) if step < pd.Timedelta(hours=1) else ())
 
 # %% ../nbs/11_cli.ipynb #460f6753
 def config_lines(**sections) -> list[str]:
@@ -42,11 +49,12 @@ def config_lines(**sections) -> list[str]:
     return lines
 
 # %% ../nbs/11_cli.ipynb #9e9ff68b
-def _setup(data, target, encoder_length, horizon, val_start, test_start, hidden_size, attention_heads, lstm_layers, dropout, train_kw):
+def _setup(data, target, known, encoder_length, horizon, val_start, test_start, hidden_size, attention_heads, lstm_layers, dropout, train_kw):
     "Check settings and prepare data and the model, seeded (nothing written); raises ValueError subclasses on bad input."
     tcfg = TrainConfig(**train_kw)
-    dcfg = data_config(data, target=target, encoder_length=encoder_length, horizon=horizon, val_start=val_start, test_start=test_start)
+    dcfg = data_config(data, target=target, known=known, encoder_length=encoder_length, horizon=horizon, val_start=val_start, test_start=test_start)
     bars, name = load_bars(data)
+    if data is not None and known is None: dcfg = replace(dcfg, known=default_known(bars))
     wd = make_windows(bars, dcfg, source=name)
     for split in ('train', 'val', 'test'):
         if len(getattr(wd, split)) == 0:
@@ -108,6 +116,7 @@ def _check_batch(model: TemporalFusionTransformer, windows: Windows, batch_size:
 def tft_train(
     data: str = None,                       # DBN/CSV/Parquet file or folder of OHLCV bars (default: built-in S&P 500 + NASDAQ daily bars)
     target: str = 'lv',                     # target: lv (log Garman-Klass volatility), r (log return) or close
+    known: str = None,                      # known-future calendar inputs, some of dow,month,day,hour,minute (default: dow,month for daily bars; dow,hour,minute intraday)
     encoder_length: int = 60,               # past bars the model sees
     horizon: int = 5,                       # future bars to forecast
     val_start: str = None,                  # first date of the validation split (default: built-in 2015-01-01, else last 30%..15%)
@@ -138,7 +147,7 @@ def tft_train(
                     grad_clip=grad_clip, device='cuda' if use_gpu else device, early_stopping_patience=early_stopping_patience,
                     early_stopping_threshold=early_stopping_threshold, checkpoint_dir=checkpoint_dir,
                     checkpoint_frequency=checkpoint_frequency, seed=seed, verbose=verbose, overwrite=overwrite)
-    tcfg, dcfg, wd, mcfg, model, name = _setup(data, target, encoder_length, horizon, val_start, test_start, hidden_size,
+    tcfg, dcfg, wd, mcfg, model, name = _setup(data, target, known, encoder_length, horizon, val_start, test_start, hidden_size,
                                                attention_heads, lstm_layers, dropout, train_kw)
     r = open_resume(resume, tcfg, mcfg.to_dict(), asdict(wd.spec)) if resume else None   # it exists, is whole and continues this run's settings
     earlier_run_files(Path(checkpoint_dir), overwrite, resume)   # refuse to mix with or replace an earlier run, before any write

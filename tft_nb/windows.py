@@ -76,7 +76,7 @@ class DataConfig:
             if getattr(self, k) < 1: raise ValueError(f"{k} must be >= 1, got {getattr(self, k)}")
         if self.target not in TARGETS: raise ValueError(f"target must be one of {TARGETS}, got {self.target!r}")
         if bad := [k for k in self.observed if k not in OBSERVED + ('close',)]: raise ValueError(f"unknown observed input(s) {bad}; expected some of {OBSERVED + ('close',)}")
-        if bad := [k for k in self.known if k not in CALENDAR]: raise ValueError(f"unknown known input(s) {bad}; expected some of {CALENDAR}")
+        if not self.known or not set(self.known) <= set(CALENDAR): raise ValueError(f"known must be one or more of {CALENDAR}, got {self.known}")
         if self.scaling not in ('zscore', 'minmax'): raise ValueError(f"scaling must be 'zscore' or 'minmax', got {self.scaling!r}")
         if not (0 <= self.val_frac < 1 and 0 <= self.test_frac < 1 and self.val_frac + self.test_frac < 1):
             raise ValueError(f"val_frac and test_frac must be in [0, 1) and sum to < 1, got {self.val_frac} and {self.test_frac}")
