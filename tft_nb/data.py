@@ -247,7 +247,7 @@ def read_ohlcv(path) -> pd.DataFrame:
     if not path.is_dir(): return check_bars(_read_one(path), path)
     found = sorted(f for f in path.iterdir() if f.is_file() and not f.name.startswith('.'))
     files = [f for f in found if DATA_NAMES.search(f.name)]
-    if skipped := [f.name for f in found if f not in files]:
+    if skipped := [f.name for f in found if not DATA_NAMES.search(f.name)]:
         logging.getLogger('tft_nb').info(f"{path}: skipped {len(skipped)} file(s) not named as bars: {', '.join(skipped)}")
     if not files: raise DataError(f"{path}: folder has no data files (expected names ending in .dbn, .csv, .parquet or .pq, "
                                   f"optionally + .zst or .gz; found {', '.join(skipped) or 'no files'})")
