@@ -178,6 +178,16 @@ def test_resume_into_another_run_is_refused_and_into_a_new_folder_works(one_run,
     best = json.loads((new / 'tft_best.json').read_text())['epoch']
     assert best == json.loads((new / 'tft_last.json').read_text())['best_epoch']   # the best so far, carried into the new folder
 
+def test_predict_skips_untrained_symbols(one_run, tmp_path):
+    "A file with a symbol the model was not trained on: forecasts for the others, and a warning naming it."
+    from tft_nb.data import load_sample
+    sp = load_sample().query("symbol == 'sp500'").tail(100)
+    pd.concat([sp, sp.assign(symbol='NEW')]).to_csv(tmp_path / 'bars.csv', index=False)
+    r = run('tft_predict', '--checkpoint', str(one_run / 'tft_best'), '--data', str(tmp_path / 'bars.csv'), '--output', str(tmp_path / 'fc.csv'))
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert f"{tmp_path / 'bars.csv'}: no forecasts for NEW: not among the trained symbols ['nasdaq', 'sp500']" in r.stderr
+    assert set(pd.read_csv(tmp_path / 'fc.csv').symbol) == {'sp500'}
+
 def test_predict_refuses_bad_inputs(one_run, tmp_path):
     line = _one_line(run('tft_predict', '--checkpoint', str(one_run / 'tft_best'), '--batch-size', '0'), 'tft_predict')
     assert '--batch-size must be >= 1' in line, line

@@ -298,6 +298,10 @@ def tft_predict(
     if Path(output).is_dir(): raise ValueError(f"--output {output} is a folder; give a file name such as {Path(output) / 'forecasts.csv'}")
     model, side = load_model(checkpoint)
     bars, name = load_bars(data)
+    trained, log = side['data']['spec']['symbols'], logging.getLogger('tft_nb')
+    if (new := ~bars.symbol.astype(str).isin(trained).to_numpy()).any() and not new.all():   # all new: make_windows refuses them
+        log.warning(f"{name}: no forecasts for {', '.join(sorted(set(bars.symbol[new].astype(str))))}: not among the trained symbols {trained}")
+        bars = bars[~new].reset_index(drop=True).assign(symbol=lambda b: b.symbol.cat.remove_unused_categories())
     if split == 'future':
         wd, win = future_windows(bars, side, name)
         out = forecast_frame(model, wd, win, batch_size).drop(columns='actual')
@@ -308,10 +312,10 @@ def tft_predict(
     if skipped := sorted(set(bars.symbol.astype(str)) - set(out.symbol.astype(str))):
         why = (f"fewer bars than one window needs (encoder_length {side['data']['spec']['encoder_length']} after the first return)"
                if split == 'future' else f"no {split} windows")
-        logging.getLogger('tft_nb').warning(f"{name}: no forecasts for {', '.join(skipped)}: {why}")
+        log.warning(f"{name}: no forecasts for {', '.join(skipped)}: {why}")
     Path(output).parent.mkdir(parents=True, exist_ok=True)
     atomic_write(output, out.to_csv(index=False).encode())   # the whole table or, after a crash, the old file
-    logging.getLogger('tft_nb').info(f"Wrote {len(out)} forecasts ({out.symbol.nunique()} symbols x {side['data']['spec']['horizon']} steps) to {output}")
+    log.info(f"Wrote {len(out)} forecasts ({out.symbol.nunique()} symbols x {side['data']['spec']['horizon']} steps) to {output}")
     return out
 
 def main_predict(argv=None):
