@@ -252,6 +252,8 @@ def read_ohlcv(path) -> pd.DataFrame:
     if not files: raise DataError(f"{path}: folder has no data files (expected names ending in .dbn, .csv, .parquet or .pq, "
                                   f"optionally + .zst or .gz; found {', '.join(skipped) or 'no files'})")
     parts = [check_bars(_read_one(f), f) for f in files]
+    if len(schemas := {p.attrs['schema']: f.name for f, p in zip(files, parts) if 'schema' in p.attrs}) > 1:   # DBN files say their bar size
+        raise DataError(f"{path}: DBN files of different bar sizes ({', '.join(f'{n} is {s}' for s, n in schemas.items())}); keep one bar size per folder")
     return check_bars(_tidy(pd.concat(parts, ignore_index=True), by_time=True), path)
 
 # %% ../nbs/00_data.ipynb #02e7b750
