@@ -18,9 +18,9 @@ from .checkpoint import load_checkpoint, atomic_write, CheckpointError
 from .fit import TrainConfig, fit, test_metrics, predict, original_units, resolve_device, earlier_run_files, open_resume
 
 # %% auto #0
-__all__ = ['HOLIDAYS', 'load_bars', 'data_config', 'default_known', 'config_lines', 'activation_bytes', 'tft_train', 'main_train',
-           'observed_holidays', 'future_times', 'forecast_frame', 'load_model', 'future_windows', 'tft_predict',
-           'main_predict']
+__all__ = ['HOLIDAYS', 'load_bars', 'data_config', 'mixed_spacing', 'default_known', 'config_lines', 'activation_bytes',
+           'tft_train', 'main_train', 'observed_holidays', 'future_times', 'forecast_frame', 'load_model',
+           'future_windows', 'tft_predict', 'main_predict']
 
 # %% ../nbs/11_cli.ipynb #46032dde
 def load_bars(data: str | None) -> tuple[pd.DataFrame, str]:
@@ -33,6 +33,13 @@ def data_config(data: str | None, **kw) -> DataConfig:
     if isinstance(kw.get('known'), str): kw['known'] = tuple(k.strip() for k in kw['known'].split(',') if k.strip())
     base = asdict(PRESETS['ohlcv_gk_logvol_tft_v1']) if data is None else {}
     return DataConfig(**{**base, **{k: v for k, v in kw.items() if v is not None}})
+
+def mixed_spacing(bars: pd.DataFrame, ratio: float = 10) -> str | None:
+    "A warning when the series of `bars` have bar sizes `ratio` or more times apart (median spacing per symbol), else None."
+    sp = bars.groupby('symbol', observed=True).ts_event.apply(lambda t: t.diff().median()).dropna()
+    if len(sp) < 2 or sp.max() < ratio * sp.min(): return None
+    return (f"the series have different bar sizes (median spacing: {sp.idxmin()} {sp.min()}, {sp.idxmax()} {sp.max()}); "
+            "a window of --encoder-length bars spans a different time in each")
 
 def default_known(bars: pd.DataFrame) -> tuple:
     "Calendar inputs for the spacing of `bars`: day of week and month for daily bars or longer; else day of week, hour and (below hourly) minute."
@@ -55,6 +62,7 @@ def _setup(data, target, known, encoder_length, horizon, val_start, test_start, 
     dcfg = data_config(data, target=target, known=known, encoder_length=encoder_length, horizon=horizon, val_start=val_start, test_start=test_start)
     bars, name = load_bars(data)
     if data is not None and known is None: dcfg = replace(dcfg, known=default_known(bars))
+    if warn := mixed_spacing(bars): logging.getLogger('tft_nb').warning(f"{name}: {warn}")
     wd = make_windows(bars, dcfg, source=name)
     for split in ('train', 'val', 'test'):
         if len(getattr(wd, split)) == 0:
