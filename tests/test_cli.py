@@ -196,7 +196,7 @@ def test_predict_refuses_bad_inputs(one_run, tmp_path):
     long = tmp_path / ('f' * 300 + '.csv')                               # a name the file system refuses: the error names it
     line = _one_line(run('tft_predict', '--checkpoint', str(one_run / 'tft_best'), '--output', str(long)), 'tft_predict')
     assert line.startswith(f'tft_predict: error: {long}: ') and 'name too long' in line, line
-    assert list(tmp_path.iterdir()) == []                                # no temporary file left
+    assert list(tmp_path.iterdir()) == []                                # nothing written
     short = tmp_path / 'short.csv'; short.write_text('ts_event,symbol,open,high,low,close,volume\n2024-01-02,X,10,11,9,10.5,100\n')
     line = _one_line(run('tft_predict', '--checkpoint', str(one_run / 'tft_best'), '--data', str(short), '--output', str(tmp_path / 'f.csv')), 'tft_predict')
     assert str(short) in line and 'too short to forecast from' in line, line

@@ -123,7 +123,7 @@ def test_vectors_untouched():
 
 @pytest.mark.skipif(not DBN_DIR.is_dir(), reason=NO_DIR)
 def test_folder_reads_the_bars_and_skips_the_rest(tmp_path, caplog):
-    "A folder of real DBN files with a README and a LICENSE beside them (as in the vectors' own folder) reads the DBN files."
+    "A folder holding a real DBN file with a README and a LICENSE beside it (as in the vectors' own folder) reads the DBN file."
     names = ['test_data.ohlcv-1m.v3.dbn.zst', 'README.md', 'LICENSE']
     for n in names: (tmp_path / n).write_bytes((DBN_DIR / n).read_bytes())
     with caplog.at_level('INFO', logger='tft_nb'): got = read_ohlcv(tmp_path)
