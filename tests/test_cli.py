@@ -162,6 +162,9 @@ def test_resume_with_other_settings_is_refused(one_run):
     line = _one_line(run('tft_train', '--epochs', '3', *SMALL, '--batch-size', '256', '--checkpoint-dir', str(one_run),
                          '--resume', 'last', '--learning-rate', '0.5', '--horizon', '3'))
     assert 'other settings' in line and '--horizon 5 -> 3' in line and '--learning-rate 0.001 -> 0.5' in line, line
+    line = _one_line(run('tft_train', '--epochs', '3', *SMALL, '--batch-size', '256', '--checkpoint-dir', str(one_run),
+                         '--resume', 'last', '--val-start', '2016-01-01'))    # other splits: the validation loss would change meaning
+    assert "--val-start '2015-01-01' -> '2016-01-01'" in line, line
     assert _tree(one_run) == before
 
 def test_resume_into_another_run_is_refused_and_into_a_new_folder_works(one_run, tmp_path):

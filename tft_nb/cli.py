@@ -15,7 +15,7 @@ from .data import DataError, read_ohlcv, load_sample
 from .windows import DataConfig, PRESETS, Scaler, Windows, WindowData, make_windows
 from .model import TFTConfig, TemporalFusionTransformer
 from .checkpoint import load_checkpoint, atomic_write, CheckpointError
-from .fit import TrainConfig, fit, test_metrics, predict, original_units, resolve_device, earlier_run_files, open_resume
+from .fit import TrainConfig, fit, test_metrics, predict, original_units, resolve_device, earlier_run_files, open_resume, run_data
 
 # %% auto #0
 __all__ = ['HOLIDAYS', 'load_bars', 'data_config', 'mixed_spacing', 'default_known', 'config_lines', 'activation_bytes',
@@ -157,7 +157,7 @@ def tft_train(
                     checkpoint_frequency=checkpoint_frequency, seed=seed, verbose=verbose, overwrite=overwrite)
     tcfg, dcfg, wd, mcfg, model, name = _setup(data, target, known, encoder_length, horizon, val_start, test_start, hidden_size,
                                                attention_heads, lstm_layers, dropout, train_kw)
-    r = open_resume(resume, tcfg, mcfg.to_dict(), asdict(wd.spec)) if resume else None   # it exists, is whole and continues this run's settings
+    r = open_resume(resume, tcfg, mcfg.to_dict(), run_data(wd, dcfg)) if resume else None   # it exists, is whole and continues this run's settings and bars
     earlier_run_files(Path(checkpoint_dir), overwrite, resume)   # refuse to mix with or replace an earlier run, before any write
     for line in config_lines(data=dict(source=name, windows=f'{len(wd.train)} train / {len(wd.val)} val / {len(wd.test)} test', **asdict(dcfg)),
                              model=asdict(mcfg), training=asdict(tcfg)): log.info(line)

@@ -21,7 +21,7 @@ from .checkpoint import (save_checkpoint, load_checkpoint, optimizer_state, load
 # %% auto #0
 __all__ = ['HISTORY_COLUMNS', 'RESUME_MAY_CHANGE', 'RESUME_STATE', 'TrainConfig', 'resolve_device', 'train_step', 'predict',
            'evaluate_loss', 'original_units', 'baseline_forecast', 'forecast_metrics', 'test_metrics', 'FitResult',
-           'resume_stem', 'earlier_run_files', 'Resume', 'open_resume', 'fit']
+           'resume_stem', 'earlier_run_files', 'Resume', 'run_data', 'open_resume', 'fit']
 
 # %% ../nbs/10_fit.ipynb #d036a94e
 @dataclass
@@ -210,18 +210,38 @@ class Resume(NamedTuple):
     "A checked checkpoint to resume from: its stem, weights, sidecar, training state and the run's best (weights, sidecar) or None."
     stem: Path; weights: dict; side: dict; train_state: dict; best: tuple | None
 
-def open_resume(resume, cfg: TrainConfig, model_config: dict, spec: dict) -> Resume:
-    "Load the checkpoint that `resume` names and check that it continues this run (same model, data and training settings; only `RESUME_MAY_CHANGE` may differ) and that its best weights are on disk. Writes nothing."
+def run_data(data: WindowData, data_config: DataConfig | None = None) -> dict:
+    "The `data` entry of a run's sidecars: the windows' spec, the training scaler and (when given) the `DataConfig` that made them."
+    return dict(spec=asdict(data.spec), scaler=data.scaler.to_dict(), config=asdict(data_config) if data_config else None)
+
+def _scaler_change(saved: dict, now: dict) -> str | None:
+    "Where two stored scalers differ ('lv loc -4.9 -> -4.8'), or None when they agree to 1e-9."
+    if (saved['names'], saved['method']) != (now['names'], now['method']): return f"scaled inputs {saved['names']} ({saved['method']}) -> {now['names']} ({now['method']})"
+    for k in ('loc', 'scale'):
+        a, b = np.asarray(saved[k], float), np.asarray(now[k], float)
+        if a.shape != b.shape: return f"{k} of shape {a.shape} -> {b.shape}"
+        if not np.allclose(a, b, rtol=1e-9, atol=0):
+            i = np.unravel_index(np.argmax(np.abs(a - b)), a.shape)
+            stat = {('loc', 'zscore'): 'mean', ('scale', 'zscore'): 'std', ('loc', 'minmax'): 'min', ('scale', 'minmax'): 'range'}[k, saved['method']]
+            return f"{saved['names'][i[-1]]} {stat} {a[i]:.6g} -> {b[i]:.6g}"
+    return None
+
+def open_resume(resume, cfg: TrainConfig, model_config: dict, data: dict) -> Resume:
+    "Load the checkpoint that `resume` names and check that it continues this run (same model, data and training settings, and the same training bars, as `data` = `run_data(...)` says; only `RESUME_MAY_CHANGE` may differ) and that its best weights are on disk. Writes nothing."
     stem = resume_stem(resume, cfg.checkpoint_dir)
     weights, side, ts = load_checkpoint(stem, train_state=True)
     es_keys = EarlyStopping(1).state_dict().keys()
     if bad := [k for k, t in RESUME_STATE.items() if not isinstance(side.get(k), t) or (k == 'early_stopping' and not es_keys <= side[k].keys())]:
         raise CheckpointError(f"cannot resume from {stem}: its sidecar {stem.name}.json lacks a valid {', '.join(bad)} (the training state that fit writes)")
-    saved = {**side.get('model_config', {}), **side.get('data', {}).get('spec', {}), **side.get('train_config', {})}
-    now = _plain({**model_config, **spec, **asdict(cfg)})
+    sd, nd = side.get('data', {}), _plain(data)
+    saved = {**side.get('model_config', {}), **(sd.get('config') or {}), **sd.get('spec', {}), **side.get('train_config', {})}
+    now = {**_plain(model_config), **(nd['config'] or {}), **nd['spec'], **_plain(asdict(cfg))}
     if diff := [f"{k} {saved[k]!r} -> {now[k]!r}" for k in now if k in saved and k not in RESUME_MAY_CHANGE and saved[k] != now[k]]:
         raise CheckpointError(f"cannot resume from {stem}: the run it continues had other settings ({'; '.join(diff)}); resume with the run's own settings "
                               f"(only {', '.join(RESUME_MAY_CHANGE)} may change) or start a fresh run")
+    if isinstance(sd.get('scaler'), dict) and (change := _scaler_change(sd['scaler'], nd['scaler'])):
+        raise CheckpointError(f"cannot resume from {stem}: the run it continues was trained on other bars (the scaling fit on the training split "
+                              f"changed: {change}); resume with the run's own data file or start a fresh run")
     best, be = None, side['early_stopping']['best_epoch'] + 1
     if be > 0:
         bw, bside, _ = load_checkpoint(stem.parent / 'tft_best')
@@ -249,7 +269,8 @@ def fit(model: TemporalFusionTransformer, data: WindowData, cfg: TrainConfig = T
     progress = sys.stderr.isatty() if progress is None else progress
     device = resolve_device(cfg.device); autocast = cfg.bf16 and device.type == 'cuda'
     ckpt = Path(cfg.checkpoint_dir)
-    r = resume if isinstance(resume, Resume) else open_resume(resume, cfg, model.config.to_dict(), asdict(data.spec)) if resume else None   # checked before any write
+    entry = run_data(data, data_config)
+    r = resume if isinstance(resume, Resume) else open_resume(resume, cfg, model.config.to_dict(), entry) if resume else None   # checked before any write
     if old := earlier_run_files(ckpt, cfg.overwrite, r and r.stem):
         for p in old: p.unlink()
         log.info(f"Removed {len(old)} file(s) of an earlier run from {ckpt} (overwrite)")
@@ -263,8 +284,7 @@ def fit(model: TemporalFusionTransformer, data: WindowData, cfg: TrainConfig = T
     start, step, history = _resume(r, model, opt, sched, es, gen, log) if r else (0, 0, [])
     best_state = r.best[0] if r and r.best else None
     if r and r.best and r.stem.parent.resolve() != ckpt.resolve(): save_checkpoint(ckpt / 'tft_best', *r.best)   # resumed into a new folder
-    meta = dict(model_config=model.config.to_dict(), data=dict(spec=asdict(data.spec), scaler=data.scaler.to_dict(),
-                config=asdict(data_config) if data_config else None), train_config=asdict(cfg))
+    meta = dict(model_config=model.config.to_dict(), data=entry, train_config=asdict(cfg))
     n_batches = math.ceil(len(dd.train) / cfg.batch_size)
     for epoch in range(start, cfg.epochs):
         if es.stopped: break
