@@ -215,7 +215,7 @@ def run_data(data: WindowData, data_config: DataConfig | None = None) -> dict:
     return dict(spec=asdict(data.spec), scaler=data.scaler.to_dict(), config=asdict(data_config) if data_config else None)
 
 def _scaler_change(saved: dict, now: dict) -> str | None:
-    "Where two stored scalers differ ('lv loc -4.9 -> -4.8'), or None when they agree to 1e-9."
+    "Where two stored scalers differ ('lv mean -4.9 -> -4.8'), or None when they agree to 1e-9."
     if (saved['names'], saved['method']) != (now['names'], now['method']): return f"scaled inputs {saved['names']} ({saved['method']}) -> {now['names']} ({now['method']})"
     for k in ('loc', 'scale'):
         a, b = np.asarray(saved[k], float), np.asarray(now[k], float)
@@ -234,12 +234,16 @@ def open_resume(resume, cfg: TrainConfig, model_config: dict, data: dict) -> Res
     if bad := [k for k, t in RESUME_STATE.items() if not isinstance(side.get(k), t) or (k == 'early_stopping' and not es_keys <= side[k].keys())]:
         raise CheckpointError(f"cannot resume from {stem}: its sidecar {stem.name}.json lacks a valid {', '.join(bad)} (the training state that fit writes)")
     sd, nd = side.get('data', {}), _plain(data)
-    saved = {**side.get('model_config', {}), **(sd.get('config') or {}), **sd.get('spec', {}), **side.get('train_config', {})}
+    try:
+        saved = {**side.get('model_config', {}), **(sd.get('config') or {}), **sd.get('spec', {}), **side.get('train_config', {})}
+        change = _scaler_change(sd['scaler'], nd['scaler']) if 'scaler' in sd else None
+    except (AttributeError, KeyError, TypeError, ValueError) as e:   # a sidecar edited by hand
+        raise CheckpointError(f"cannot resume from {stem}: its sidecar {stem.name}.json has a malformed model_config, data or train_config entry ({type(e).__name__}: {e})") from None
     now = {**_plain(model_config), **(nd['config'] or {}), **nd['spec'], **_plain(asdict(cfg))}
     if diff := [f"{k} {saved[k]!r} -> {now[k]!r}" for k in now if k in saved and k not in RESUME_MAY_CHANGE and saved[k] != now[k]]:
         raise CheckpointError(f"cannot resume from {stem}: the run it continues had other settings ({'; '.join(diff)}); resume with the run's own settings "
                               f"(only {', '.join(RESUME_MAY_CHANGE)} may change) or start a fresh run")
-    if isinstance(sd.get('scaler'), dict) and (change := _scaler_change(sd['scaler'], nd['scaler'])):
+    if change:
         raise CheckpointError(f"cannot resume from {stem}: the run it continues was trained on other bars (the scaling fit on the training split "
                               f"changed: {change}); resume with the run's own data file or start a fresh run")
     best, be = None, side['early_stopping']['best_epoch'] + 1
