@@ -20,7 +20,7 @@ from .fit import TrainConfig, fit, test_metrics, predict, original_units, resolv
 # %% auto #0
 __all__ = ['HOLIDAYS', 'load_bars', 'data_config', 'mixed_spacing', 'default_known', 'config_lines', 'activation_bytes',
            'tft_train', 'main_train', 'observed_holidays', 'future_times', 'forecast_frame', 'load_model',
-           'future_windows', 'tft_predict', 'main_predict']
+           'checkpoint_data', 'future_windows', 'tft_predict', 'main_predict']
 
 # %% ../nbs/11_cli.ipynb #46032dde
 def load_bars(data: str | None) -> tuple[pd.DataFrame, str]:
@@ -270,12 +270,25 @@ def load_model(path) -> tuple[TemporalFusionTransformer, dict]:
         model.load_state_dict(weights)
     except (TypeError, ValueError, RuntimeError) as e:
         raise CheckpointError(f"{path}: the sidecar's model_config does not describe its weights ({str(e).splitlines()[0]})") from None
+    checkpoint_data(side, path)                                  # a malformed data entry fails here, before any data is read
     return model.eval(), side
+
+def checkpoint_data(side: dict, path='<checkpoint>') -> tuple[DataConfig, Scaler, list]:
+    "The `DataConfig`, training `Scaler` and symbols a checkpoint's sidecar records; for a run that stored no `DataConfig` (`fit` called without one), the inputs and window sizes its spec names, with the default splits."
+    try:
+        d = side['data']; spec = d['spec']
+        if d.get('config'): cfg = DataConfig(**d['config'])
+        else:
+            known = tuple(spec['decoder_vars'])
+            cfg = DataConfig(encoder_length=spec['encoder_length'], horizon=spec['horizon'], target=spec['target'], known=known,
+                             observed=tuple(v for v in spec['encoder_vars'] if v not in known))   # the target too: the same encoder inputs
+        return cfg, Scaler.from_dict(d['scaler']), list(spec['symbols'])
+    except (AttributeError, KeyError, TypeError, ValueError) as e:
+        raise CheckpointError(f"{path}: its sidecar's data entry is malformed ({type(e).__name__}: {e}); it was not written by tft_train or fit, or was edited") from None
 
 def future_windows(bars: pd.DataFrame, side: dict, source: str = '<bars>') -> tuple[WindowData, Windows]:
     "Windows whose origin is the last bar of each symbol, with placeholder future bars for the known inputs."
-    d = side['data']; spec = d['spec']
-    cfg = DataConfig(**d['config']) if d.get('config') else DataConfig(encoder_length=spec['encoder_length'], horizon=spec['horizon'], target=spec['target'])
+    cfg, scaler, symbols = checkpoint_data(side)
     need = cfg.encoder_length + 1                            # bars for one window: the first is used up by the first return
     n = bars.groupby('symbol', sort=False)['symbol'].transform('size')
     if not (n >= need).any():
@@ -286,7 +299,7 @@ def future_windows(bars: pd.DataFrame, side: dict, source: str = '<bars>') -> tu
         fut.append(pd.DataFrame({'ts_event': future_times(g.ts_event.reset_index(drop=True), cfg.horizon), 'symbol': s,
                                  **{c: last[c] for c in ('open', 'high', 'low', 'close', 'volume')}}))
     ext = pd.concat([bars] + fut, ignore_index=True).sort_values(['symbol', 'ts_event'], kind='stable').reset_index(drop=True)
-    wd = make_windows(ext, cfg, scaler=Scaler.from_dict(d['scaler']), symbols=spec['symbols'], source=source)
+    wd = make_windows(ext, cfg, scaler=scaler, symbols=symbols, source=source)
     last_rows = wd.features.groupby('symbol').cumcount(ascending=False).to_numpy() == cfg.horizon
     rows = torch.tensor(np.flatnonzero(last_rows & (wd.features.time_idx.to_numpy() >= cfg.encoder_length - 1)))
     return wd, Windows(wd.train.enc, wd.train.dec, wd.train.tgt, wd.train.series, wd.train.time_idx, rows, cfg.encoder_length, cfg.horizon)
@@ -306,7 +319,7 @@ def tft_predict(
     if Path(output).is_dir(): raise ValueError(f"--output {output} is a folder; give a file name such as {Path(output) / 'forecasts.csv'}")
     model, side = load_model(checkpoint)
     bars, name = load_bars(data)
-    trained, log = side['data']['spec']['symbols'], logging.getLogger('tft_nb')
+    (cfg, scaler, trained), log = checkpoint_data(side, checkpoint), logging.getLogger('tft_nb')
     if (new := ~bars.symbol.astype(str).isin(trained).to_numpy()).any() and not new.all():   # all new: make_windows refuses them
         log.warning(f"{name}: no forecasts for {', '.join(sorted(set(bars.symbol[new].astype(str))))}: not among the trained symbols {trained}")
         bars = bars[~new].reset_index(drop=True).assign(symbol=lambda b: b.symbol.cat.remove_unused_categories())
@@ -314,16 +327,15 @@ def tft_predict(
         wd, win = future_windows(bars, side, name)
         out = forecast_frame(model, wd, win, batch_size).drop(columns='actual')
     else:
-        d = side['data']
-        wd = make_windows(bars, DataConfig(**d['config']), scaler=Scaler.from_dict(d['scaler']), symbols=d['spec']['symbols'], source=name)
+        wd = make_windows(bars, cfg, scaler=scaler, symbols=trained, source=name)
         out = forecast_frame(model, wd, getattr(wd, split), batch_size)
     if skipped := sorted(set(bars.symbol.astype(str)) - set(out.symbol.astype(str))):
-        why = (f"fewer bars than one window needs (encoder_length {side['data']['spec']['encoder_length']} after the first return)"
+        why = (f"fewer bars than one window needs (encoder_length {cfg.encoder_length} after the first return)"
                if split == 'future' else f"no {split} windows")
         log.warning(f"{name}: no forecasts for {', '.join(skipped)}: {why}")
     Path(output).parent.mkdir(parents=True, exist_ok=True)
     atomic_write(output, out.to_csv(index=False).encode())   # the whole table or, after a crash, the old file
-    log.info(f"Wrote {len(out)} forecasts ({out.symbol.nunique()} symbols x {side['data']['spec']['horizon']} steps) to {output}")
+    log.info(f"Wrote {len(out)} forecasts ({out.symbol.nunique()} symbols x {cfg.horizon} steps) to {output}")
     return out
 
 def main_predict(argv=None):
