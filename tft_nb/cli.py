@@ -56,12 +56,12 @@ def config_lines(**sections) -> list[str]:
     return lines
 
 # %% ../nbs/11_cli.ipynb #9e9ff68b
-def _setup(data, target, known, encoder_length, horizon, val_start, test_start, hidden_size, attention_heads, lstm_layers, dropout, train_kw):
+def _setup(data, data_kw, hidden_size, attention_heads, lstm_layers, dropout, train_kw):
     "Check settings and prepare data and the model, seeded (nothing written); raises ValueError subclasses on bad input."
     tcfg = TrainConfig(**train_kw)
-    dcfg = data_config(data, target=target, known=known, encoder_length=encoder_length, horizon=horizon, val_start=val_start, test_start=test_start)
+    dcfg = data_config(data, **data_kw)
     bars, name = load_bars(data)
-    if data is not None and known is None: dcfg = replace(dcfg, known=default_known(bars))
+    if data is not None and data_kw.get('known') is None: dcfg = replace(dcfg, known=default_known(bars))
     if warn := mixed_spacing(bars): logging.getLogger('tft_nb').warning(f"{name}: {warn}")
     wd = make_windows(bars, dcfg, source=name)
     for split in ('train', 'val', 'test'):
@@ -127,6 +127,8 @@ def tft_train(
     known: str = None,                      # known-future calendar inputs, some of dow,month,day,hour,minute (default: dow,month for daily bars; dow,hour,minute intraday)
     encoder_length: int = 60,               # past bars the model sees
     horizon: int = 5,                       # future bars to forecast
+    scaling: str = 'zscore',                # input scaling fit on the training split: zscore or minmax (to [0, 1], as the original did)
+    per_symbol: store_true = False,         # one scaler per symbol (for --target close on symbols of different price levels)
     val_start: str = None,                  # first date of the validation split (default: built-in 2015-01-01, else last 30%..15%)
     test_start: str = None,                 # first date of the test split (default: built-in 2017-01-01, else last 15%)
     epochs: int = 50,                       # maximum number of epochs
@@ -155,8 +157,9 @@ def tft_train(
                     grad_clip=grad_clip, device='cuda' if use_gpu else device, early_stopping_patience=early_stopping_patience,
                     early_stopping_threshold=early_stopping_threshold, checkpoint_dir=checkpoint_dir,
                     checkpoint_frequency=checkpoint_frequency, seed=seed, verbose=verbose, overwrite=overwrite)
-    tcfg, dcfg, wd, mcfg, model, name = _setup(data, target, known, encoder_length, horizon, val_start, test_start, hidden_size,
-                                               attention_heads, lstm_layers, dropout, train_kw)
+    data_kw = dict(target=target, known=known, encoder_length=encoder_length, horizon=horizon, val_start=val_start, test_start=test_start,
+                   scaling=scaling, per_symbol=per_symbol)
+    tcfg, dcfg, wd, mcfg, model, name = _setup(data, data_kw, hidden_size, attention_heads, lstm_layers, dropout, train_kw)
     r = open_resume(resume, tcfg, mcfg.to_dict(), run_data(wd, dcfg)) if resume else None   # it exists, is whole and continues this run's settings and bars
     earlier_run_files(Path(checkpoint_dir), overwrite, resume)   # refuse to mix with or replace an earlier run, before any write
     for line in config_lines(data=dict(source=name, windows=f'{len(wd.train)} train / {len(wd.val)} val / {len(wd.test)} test', **asdict(dcfg)),
