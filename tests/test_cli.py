@@ -70,6 +70,7 @@ def test_intraday_databento_folder(tmp_path):
      'MiB of activations per window (--hidden-size 1024, --encoder-length 500 + --horizon 5)'),
     (['--lstm-layers', '99999999999999999999'], '--lstm-layers must be in [1, 32]'),
     (['--target', 'foo'], "--target must be one of ('lv', 'r', 'close'), got 'foo'"),
+    (['--scaling', 'robust'], "--scaling must be 'zscore' or 'minmax', got 'robust'"),
     (['--known', 'dow,week'], "--known must be one or more of ('dow', 'month', 'day', 'hour', 'minute'), got ('dow', 'week')"),
     (['--resume', 'last'], 'tft_last.json: checkpoint sidecar not found'),
     (['--learning-rate', 'inf'], '--learning-rate must be > 0 and finite'),
