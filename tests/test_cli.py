@@ -3,7 +3,7 @@ import json, os, signal, subprocess, sys, time
 from pathlib import Path
 import numpy as np, pandas as pd, pytest, torch
 from safetensors.torch import load_file
-from tft_nb.data import write_dbn
+from tft_nb.data import load_sample, write_dbn
 
 SMALL = ['--hidden-size', '8', '--attention-heads', '2', '--lstm-layers', '1', '--encoder-length', '20']
 
@@ -184,7 +184,6 @@ def test_resume_into_another_run_is_refused_and_into_a_new_folder_works(one_run,
 
 def test_predict_skips_untrained_symbols(one_run, tmp_path):
     "A file with a symbol the model was not trained on: forecasts for the others, and a warning naming it."
-    from tft_nb.data import load_sample
     sp = load_sample().query("symbol == 'sp500'").tail(100)
     pd.concat([sp, sp.assign(symbol='NEW')]).to_csv(tmp_path / 'bars.csv', index=False)
     r = run('tft_predict', '--checkpoint', str(one_run / 'tft_best'), '--data', str(tmp_path / 'bars.csv'), '--output', str(tmp_path / 'fc.csv'))

@@ -18,9 +18,9 @@ from .checkpoint import load_checkpoint, atomic_write, CheckpointError
 from .fit import TrainConfig, fit, test_metrics, predict, original_units, resolve_device, earlier_run_files, open_resume, run_data
 
 # %% auto #0
-__all__ = ['HOLIDAYS', 'load_bars', 'data_config', 'mixed_spacing', 'default_known', 'config_lines', 'activation_bytes',
-           'tft_train', 'main_train', 'observed_holidays', 'future_times', 'forecast_frame', 'load_model',
-           'checkpoint_data', 'future_windows', 'tft_predict', 'main_predict']
+__all__ = ['HOLIDAYS', 'load_bars', 'data_config', 'bar_spacing', 'mixed_spacing', 'default_known', 'config_lines',
+           'activation_bytes', 'tft_train', 'main_train', 'observed_holidays', 'future_times', 'forecast_frame',
+           'load_model', 'checkpoint_data', 'future_windows', 'tft_predict', 'main_predict']
 
 # %% ../nbs/11_cli.ipynb #46032dde
 def load_bars(data: str | None) -> tuple[pd.DataFrame, str]:
@@ -34,16 +34,20 @@ def data_config(data: str | None, **kw) -> DataConfig:
     base = asdict(PRESETS['ohlcv_gk_logvol_tft_v1']) if data is None else {}
     return DataConfig(**{**base, **{k: v for k, v in kw.items() if v is not None}})
 
-def mixed_spacing(bars: pd.DataFrame, ratio: float = 10) -> str | None:
-    "A warning when the series of `bars` have bar sizes `ratio` or more times apart (median spacing per symbol), else None."
-    sp = bars.groupby('symbol', observed=True).ts_event.apply(lambda t: t.diff().median()).dropna()
+def bar_spacing(bars: pd.DataFrame) -> pd.Series:
+    "The median time between consecutive bars, per symbol (NaT for a symbol with one bar)."
+    return bars.groupby('symbol', observed=True).ts_event.diff().groupby(bars.symbol, observed=True).median()
+
+def mixed_spacing(spacing: pd.Series, ratio: float = 10) -> str | None:
+    "A warning when the symbols' bar spacings (`bar_spacing`) are `ratio` or more times apart, else None."
+    sp = spacing.dropna()
     if len(sp) < 2 or sp.max() < ratio * sp.min(): return None
     return (f"the series have different bar sizes (median spacing: {sp.idxmin()} {sp.min()}, {sp.idxmax()} {sp.max()}); "
             "a window of --encoder-length bars spans a different time in each")
 
-def default_known(bars: pd.DataFrame) -> tuple:
-    "Calendar inputs for the spacing of `bars`: day of week and month for daily bars or longer; else day of week, hour and (below hourly) minute."
-    step = bars.groupby('symbol', observed=True).ts_event.diff().median()
+def default_known(spacing: pd.Series) -> tuple:
+    "Calendar inputs for bars spaced as `spacing` (`bar_spacing`, its median symbol): day of week and month for daily bars or longer; else day of week, hour and (below hourly) minute."
+    step = spacing.median()
     if not step < pd.Timedelta(hours=20): return ('dow', 'month')
     return ('dow', 'hour') + (('minute',) if step < pd.Timedelta(hours=1) else ())
 
@@ -60,9 +64,9 @@ def _setup(data, data_kw, hidden_size, attention_heads, lstm_layers, dropout, tr
     "Check settings and prepare data and the model, seeded (nothing written); raises ValueError subclasses on bad input."
     tcfg = TrainConfig(**train_kw)
     dcfg = data_config(data, **data_kw)
-    bars, name = load_bars(data)
-    if data is not None and data_kw.get('known') is None: dcfg = replace(dcfg, known=default_known(bars))
-    if warn := mixed_spacing(bars): logging.getLogger('tft_nb').warning(f"{name}: {warn}")
+    bars, name = load_bars(data); spacing = bar_spacing(bars)
+    if data is not None and data_kw.get('known') is None: dcfg = replace(dcfg, known=default_known(spacing))
+    if warn := mixed_spacing(spacing): logging.getLogger('tft_nb').warning(f"{name}: {warn}")
     wd = make_windows(bars, dcfg, source=name)
     for split in ('train', 'val', 'test'):
         if len(getattr(wd, split)) == 0:
