@@ -118,7 +118,7 @@ def test_vectors_untouched():
         for fn in (read_dbn, read_ohlcv):
             try: fn(f)
             except DataError: pass
-    with pytest.raises(DataError, match='ohlcv-1d.dbn: no bars'): read_ohlcv(DBN_DIR)   # its first file by name holds no bars
+    with pytest.raises(DataError, match='ohlcv-1d.dbz: legacy DBZ'): read_ohlcv(DBN_DIR)   # its first file by name holds no bars (skipped), the next is DBZ
     assert snap() == before
 
 @pytest.mark.skipif(not DBN_DIR.is_dir(), reason=NO_DIR)
@@ -129,6 +129,18 @@ def test_folder_reads_the_bars_and_skips_the_rest(tmp_path, caplog):
     with caplog.at_level('INFO', logger='tft_nb'): got = read_ohlcv(tmp_path)
     pd.testing.assert_frame_equal(got, read_dbn(tmp_path / names[0]), check_like=True)
     assert f'{tmp_path}: skipped 2 file(s) not named as bars: LICENSE, README.md' in caplog.text
+
+@pytest.mark.skipif(not DBN_DIR.is_dir(), reason=NO_DIR)
+def test_folder_skips_files_without_bars(tmp_path, caplog):
+    "Databento's own empty ohlcv-1d files (metadata, no records), as a download split by day holds for days without trading, beside daily bars: skipped with a warning."
+    empty = ['test_data.ohlcv-1d.dbn', 'test_data.ohlcv-1d.v3.dbn.zst']
+    for n in empty: (tmp_path / n).write_bytes((DBN_DIR / n).read_bytes())
+    with pytest.raises(DataError, match=r"none of its 2 data file\(s\) holds bars \(test_data.ohlcv-1d.dbn, test_data.ohlcv-1d.v3.dbn.zst"): read_ohlcv(tmp_path)
+    bars = make_bars(30, syms=('AAA',), freq='1D')
+    write_dbn(bars, tmp_path / 'xnas-itch-2024.ohlcv-1d.dbn.zst', schema='ohlcv-1d', zstd=True)
+    with caplog.at_level('WARNING', logger='tft_nb'): got = read_ohlcv(tmp_path)
+    pd.testing.assert_frame_equal(got, read_ohlcv(tmp_path / 'xnas-itch-2024.ohlcv-1d.dbn.zst'))
+    assert f'{tmp_path}: skipped 2 file(s) that hold no bars: {", ".join(empty)}' in caplog.text
 
 def read_ohlcv_frame(bars):
     "What the readers return for `bars`: sorted by symbol then time, symbol categorical with sorted categories."

@@ -22,6 +22,9 @@ PRICES = ['open', 'high', 'low', 'close']
 class DataError(ValueError):
     "A data file or frame can't be used; the message names the file and what was expected."
 
+class _NoBars(DataError):
+    "A file that holds no bars (a DBN file with its metadata alone, a CSV or Parquet file with its header alone): an error, but a folder skips it."
+
 # %% ../nbs/00_data.ipynb #a2ef23c8
 _ZSTD_MAGIC, _GZIP_MAGIC, _DBZ_MAGIC, _PARQUET_MAGIC = b'\x28\xb5\x2f\xfd', b'\x1f\x8b', b'P*M\x18', b'PAR1'
 OHLCV_RTYPES = {0x11: 'ohlcv (v1 deprecated)', 0x20: 'ohlcv-1s', 0x21: 'ohlcv-1m', 0x22: 'ohlcv-1h',
@@ -145,9 +148,10 @@ def write_dbn(df: pd.DataFrame, path, schema: str = 'ohlcv-1m', dataset: str = '
     syms = sorted(df['symbol'].unique())
     ids = {s: i + 1 for i, s in enumerate(syms)}
     ts = df['ts_event'].to_numpy('datetime64[ns]').astype('int64')
-    d0, d1 = pd.Timestamp(ts.min(), tz='UTC').date(), (pd.Timestamp(ts.max(), tz='UTC') + pd.Timedelta(days=1)).date()
-    meta = dbn.Metadata(dataset=dataset, schema=dbn.Schema.from_str(schema), start=int(ts.min()), stype_in=dbn.SType.RAW_SYMBOL,
-                        stype_out=dbn.SType.INSTRUMENT_ID, symbols=syms, partial=[], not_found=[], end=int(ts.max()) + 1,
+    t0, t1 = (int(ts.min()), int(ts.max()) + 1) if len(ts) else (0, 1)     # no bars: a file with its metadata header alone
+    d0, d1 = pd.Timestamp(t0, tz='UTC').date(), (pd.Timestamp(t1, tz='UTC') + pd.Timedelta(days=1)).date()
+    meta = dbn.Metadata(dataset=dataset, schema=dbn.Schema.from_str(schema), start=t0, stype_in=dbn.SType.RAW_SYMBOL,
+                        stype_out=dbn.SType.INSTRUMENT_ID, symbols=syms, partial=[], not_found=[], end=t1,
                         mappings=[NS(raw_symbol=s, intervals=[NS(start_date=d0, end_date=d1, symbol=str(ids[s]))]) for s in syms])
     recs = np.zeros(len(df), _OHLCV_DTYPE)
     recs['length'], recs['rtype'], recs['publisher_id'] = 14, 0x20 + ['ohlcv-1s', 'ohlcv-1m', 'ohlcv-1h', 'ohlcv-1d'].index(schema), 1
@@ -225,7 +229,9 @@ def check_bars(df: pd.DataFrame, path='<frame>') -> pd.DataFrame:
 def _read_one(path: Path) -> pd.DataFrame:
     "Read one file of any supported format (zstd-compressed or not) into the tidy frame (unchecked)."
     b = _read_bytes(path)
-    if b[:3] == b'DBN': return _dbn_frame(b, path)
+    if b[:3] == b'DBN':
+        if len(df := _dbn_frame(b, path)) == 0: raise _NoBars(f"{path}: no bars (the DBN file has its metadata header but no records)")
+        return df
     if b[:4] == _PARQUET_MAGIC:
         try: df = pd.read_parquet(io.BytesIO(b))
         except ImportError: raise DataError(f"{path}: reading Parquet needs pyarrow (pip install 'tft_nb[parquet]')") from None
@@ -235,7 +241,7 @@ def _read_one(path: Path) -> pd.DataFrame:
         try: df = pd.read_csv(io.BytesIO(b))
         except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError) as e:
             raise DataError(f"{path}: not a readable CSV file ({e})") from None
-    if len(df) == 0: raise DataError(f"{path}: no bars (the file has a header but no rows)")
+    if len(df) == 0: raise _NoBars(f"{path}: no bars (the file has a header but no rows)")
     return _tidy(normalize_columns(df, path))
 
 # %% ../nbs/00_data.ipynb #d35b4baf
@@ -251,10 +257,17 @@ def read_ohlcv(path) -> pd.DataFrame:
         logging.getLogger('tft_nb').info(f"{path}: skipped {len(skipped)} file(s) not named as bars: {', '.join(skipped)}")
     if not files: raise DataError(f"{path}: folder has no data files (expected names ending in .dbn, .csv, .parquet or .pq, "
                                   f"optionally + .zst or .gz; found {', '.join(skipped) or 'no files'})")
-    parts = [check_bars(_read_one(f), f) for f in files]
-    if len(schemas := {p.attrs['schema']: f.name for f, p in zip(files, parts) if 'schema' in p.attrs}) > 1:   # DBN files say their bar size
+    parts, empty = {}, []
+    for f in files:
+        try: parts[f] = check_bars(_read_one(f), f)
+        except _NoBars: empty.append(f.name)                       # e.g. a day without trading in a download split by day
+    if empty:
+        names = ', '.join(empty[:5]) + (f' and {len(empty) - 5} more' if len(empty) > 5 else '')
+        if not parts: raise DataError(f"{path}: none of its {len(empty)} data file(s) holds bars ({names}: headers without records or rows)")
+        logging.getLogger('tft_nb').warning(f"{path}: skipped {len(empty)} file(s) that hold no bars: {names}")
+    if len(schemas := {p.attrs['schema']: f.name for f, p in parts.items() if 'schema' in p.attrs}) > 1:   # DBN files say their bar size
         raise DataError(f"{path}: DBN files of different bar sizes ({', '.join(f'{n} is {s}' for s, n in schemas.items())}); keep one bar size per folder")
-    return check_bars(_tidy(pd.concat(parts, ignore_index=True), by_time=True), path)
+    return check_bars(_tidy(pd.concat(parts.values(), ignore_index=True), by_time=True), path)
 
 # %% ../nbs/00_data.ipynb #02e7b750
 def _arch_file(name: str) -> Path:
