@@ -124,6 +124,24 @@ def test_killed_run_resumes_to_identical_weights(tmp_path):
     ma, mb = pd.read_csv(full / 'metrics.csv'), pd.read_csv(cut / 'metrics.csv')
     pd.testing.assert_frame_equal(ma.drop(columns='seconds'), mb.drop(columns='seconds'))
 
+def test_ctrl_c_is_one_line_and_the_run_resumes(tmp_path):
+    "SIGINT (Ctrl-C) a run in epoch 2: one line naming the epoch tft_last holds, exit status 130, no traceback, whole files; resuming finishes the run."
+    args = ['tft_train', '--epochs', '3', *SMALL, '--batch-size', '64', '--device', 'cpu', '--checkpoint-dir', str(tmp_path)]
+    p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    side, t0 = tmp_path / 'tft_last.json', time.time()
+    while not (side.exists() and json.loads(side.read_text())['epoch'] == 1):
+        assert p.poll() is None and time.time() - t0 < 240, 'run ended or stalled before epoch 1 was saved'
+        time.sleep(0.02)
+    time.sleep(0.3)
+    p.send_signal(signal.SIGINT); err = p.communicate(timeout=60)[1]
+    epoch = json.loads(side.read_text())['epoch']
+    assert p.returncode == 130 and 'Traceback' not in err, err[-3000:]
+    assert err.strip().splitlines()[-1] == f'tft_train: interrupted; {tmp_path}/tft_last holds epoch {epoch}: the same command with --resume last continues from it'
+    assert not [f for f in os.listdir(tmp_path) if f.endswith('.tmp')]       # no temporary file left behind
+    assert epoch < 3, 'the interrupt came too late: the run had finished'
+    r = run(*args, '--resume', 'last'); assert r.returncode == 0, r.stderr[-2000:]
+    assert pd.read_csv(tmp_path / 'metrics.csv').epoch.tolist() == [1, 2, 3]
+
 def _one_line(r, prog='tft_train'):
     lines = r.stderr.strip().splitlines()
     assert r.returncode == 2 and len(lines) == 1 and lines[0].startswith(f'{prog}: error:'), r.stderr[-3000:]

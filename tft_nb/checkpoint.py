@@ -4,15 +4,15 @@
 
 # %% ../nbs/09_checkpoint.ipynb #2acfb40c
 from __future__ import annotations
-import hashlib, json, os, platform, random, tempfile, time
+import contextlib, hashlib, json, os, platform, random, signal, tempfile, threading, time
 from pathlib import Path
 import numpy as np, torch
 from torch import Tensor
 import safetensors, safetensors.torch
 
 # %% auto #0
-__all__ = ['CheckpointError', 'atomic_write', 'versions', 'save_checkpoint', 'load_checkpoint', 'optimizer_state',
-           'load_optimizer_state', 'rng_state', 'set_rng_state']
+__all__ = ['CheckpointError', 'atomic_write', 'deferred_interrupt', 'versions', 'save_checkpoint', 'load_checkpoint',
+           'optimizer_state', 'load_optimizer_state', 'rng_state', 'set_rng_state']
 
 # %% ../nbs/09_checkpoint.ipynb #bf488b00
 class CheckpointError(ValueError):
@@ -35,6 +35,19 @@ def atomic_write(path, data: bytes):
     try: os.fsync(dfd)
     finally: os.close(dfd)
 
+# %% ../nbs/09_checkpoint.ipynb #b6bfb5b7
+@contextlib.contextmanager
+def deferred_interrupt():
+    "Hold Ctrl-C (SIGINT) while the block runs and deliver it when the block ends, so that files written together stay together."
+    old = signal.getsignal(signal.SIGINT)
+    if threading.current_thread() is not threading.main_thread() or old is None: yield; return   # signals reach the main thread only
+    held = []
+    signal.signal(signal.SIGINT, lambda sig, frame: held.append(sig))
+    try: yield
+    finally:
+        signal.signal(signal.SIGINT, old)
+        if held: signal.raise_signal(signal.SIGINT)              # handled as it would have been: KeyboardInterrupt by default
+
 # %% ../nbs/09_checkpoint.ipynb #6ff16fd9
 def versions() -> dict:
     "Versions of the libraries a checkpoint was written with."
@@ -50,11 +63,12 @@ def save_checkpoint(stem, weights: dict[str, Tensor], meta: dict, train_state: d
     files = {'weights': (stem.with_name(stem.name + '.safetensors'), weights)}
     if train_state is not None: files['train_state'] = (stem.with_name(stem.name + '.train.safetensors'), train_state)
     side = dict(meta, files={}, timestamp=time.strftime('%Y-%m-%dT%H:%M:%S%z'), versions=versions())
-    for k, (p, tensors) in files.items():
-        b = safetensors.torch.save({n: t.detach().contiguous().cpu() for n, t in tensors.items()})
-        atomic_write(p, b)
-        side['files'][k] = dict(name=p.name, **_digest(b))
-    atomic_write(stem.with_name(stem.name + '.json'), json.dumps(side, indent=1, default=_json_default).encode())
+    with deferred_interrupt():                                   # Ctrl-C waits until the files agree
+        for k, (p, tensors) in files.items():
+            b = safetensors.torch.save({n: t.detach().contiguous().cpu() for n, t in tensors.items()})
+            atomic_write(p, b)
+            side['files'][k] = dict(name=p.name, **_digest(b))
+        atomic_write(stem.with_name(stem.name + '.json'), json.dumps(side, indent=1, default=_json_default).encode())
     return side
 
 def _json_default(o):

@@ -4,7 +4,7 @@
 
 # %% ../nbs/11_cli.ipynb #bc0eceb5
 from __future__ import annotations
-import argparse, logging, os, re, sys
+import argparse, json, logging, os, re, sys
 from dataclasses import asdict, replace
 from pathlib import Path
 import numpy as np, pandas as pd, torch
@@ -194,8 +194,8 @@ def _as_flag(msg: str, flags) -> str:
     msg = _NAMES.sub(run, msg)
     return re.sub(r'(^|\(|; )([a-z]+)(?= must be | \S+ -> )', lambda m: m[1] + flag(m[2]), msg)
 
-def _run(func, prog: str, argv=None):
-    "Parse `argv` for `func` and run it; user errors become one line on stderr and exit status 2."
+def _run(func, prog: str, argv=None, interrupted=lambda args: 'nothing was written'):
+    "Parse `argv` for `func` and run it; user errors become one line on stderr and exit status 2, Ctrl-C one line saying what `interrupted(args)` says is left, and status 130."
     p = _dash_parser(func, prog)
     args = {k: v for k, v in vars(p.parse_args(argv)).items() if k not in ('pdb', 'xtra')}
     logging.basicConfig(level=logging.INFO, format='%(message)s', stream=sys.stderr)
@@ -205,10 +205,19 @@ def _run(func, prog: str, argv=None):
     except OSError as e:   # a folder that is a file, a read-only folder, a full disk: the path and the system's reason
         path = e.filename2 or e.filename   # a failed rename names its target second
         print(f"{prog}: error: {path or ''}{': ' if path else ''}{e.strerror or e}", file=sys.stderr); sys.exit(2)
+    except KeyboardInterrupt:   # Ctrl-C: not an error, no traceback; 130 is what shells report for SIGINT
+        print(f"{prog}: interrupted; {interrupted(args)}", file=sys.stderr); sys.exit(130)
+
+def _resume_hint(args: dict) -> str:
+    "What an interrupted `tft_train` leaves: the checkpoint that `--resume last` continues from (whole: see `deferred_interrupt`)."
+    last = Path(args['checkpoint_dir']) / 'tft_last'
+    try: epoch = json.loads(last.with_name('tft_last.json').read_text())['epoch']
+    except (OSError, ValueError, TypeError, KeyError): return f"no checkpoint in {args['checkpoint_dir']} yet"
+    return f"{last} holds epoch {epoch}: the same command with --resume last continues from it"
 
 def main_train(argv=None):
     "Console entry point of `tft_train`."
-    _run(tft_train, 'tft_train', argv)
+    _run(tft_train, 'tft_train', argv, _resume_hint)
 
 # %% ../nbs/11_cli.ipynb #71adf679
 HOLIDAYS = [Holiday("New Year's Day", month=1, day=1, observance=sunday_to_monday), USMartinLutherKingJr, USPresidentsDay,

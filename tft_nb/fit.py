@@ -16,7 +16,7 @@ from .loss import quantile_loss, q_risk, coverage
 from .train import (micro_batch_weights, grad_norm, GradNormStats, check_grad_norms, EarlyStopping,
                           set_learning_rate, learning_rate)
 from .checkpoint import (save_checkpoint, load_checkpoint, optimizer_state, load_optimizer_state, rng_state,
-                               set_rng_state, atomic_write, CheckpointError, _stem, _json_default)
+                               set_rng_state, atomic_write, deferred_interrupt, CheckpointError, _stem, _json_default)
 
 # %% auto #0
 __all__ = ['HISTORY_COLUMNS', 'RESUME_MAY_CHANGE', 'RESUME_STATE', 'TrainConfig', 'resolve_device', 'train_step', 'predict',
@@ -310,19 +310,19 @@ def fit(model: TemporalFusionTransformer, data: WindowData, cfg: TrainConfig = T
                             learning_rate=learning_rate(opt), seconds=time.perf_counter() - t0))
         log.info(f"Epoch {epoch + 1}/{cfg.epochs}: train loss {train_loss:.6f}, val loss {val_loss:.6f}, grad norm {g['mean']:.4g}, "
                  f"lr {learning_rate(opt):.3g}, {history[-1]['seconds']:.1f}s")
-        _write_metrics(ckpt / 'metrics.csv', history)
         info = dict(meta, epoch=epoch + 1, global_step=step, train_loss=train_loss, val_loss=val_loss, best_val_loss=es.best,
                     best_epoch=es.best_epoch + 1, learning_rate=learning_rate(opt))
         weights = {k: v.detach().clone() for k, v in model.state_dict().items()}
-        if improved:
-            best_state = weights; save_checkpoint(ckpt / 'tft_best', weights, info)
         ot, orest = optimizer_state(opt); rt, rrest = rng_state(gen)
         resume_meta = dict(info, optimizer=orest, scheduler=sched.state_dict() if sched else None, early_stopping=es.state_dict(),
                            rng=rrest, history=history)
         last_epoch = es.stopped or epoch + 1 == cfg.epochs
-        if cfg.checkpoint_frequency and ((epoch + 1) % cfg.checkpoint_frequency == 0 or last_epoch):
-            save_checkpoint(ckpt / f'tft_epoch_{epoch + 1:03d}', weights, resume_meta, {**ot, **rt})
-        save_checkpoint(ckpt / 'tft_last', weights, resume_meta, {**ot, **rt})
+        with deferred_interrupt():                       # Ctrl-C waits until the epoch's files are all written
+            _write_metrics(ckpt / 'metrics.csv', history)
+            if improved: best_state = weights; save_checkpoint(ckpt / 'tft_best', weights, info)
+            if cfg.checkpoint_frequency and ((epoch + 1) % cfg.checkpoint_frequency == 0 or last_epoch):
+                save_checkpoint(ckpt / f'tft_epoch_{epoch + 1:03d}', weights, resume_meta, {**ot, **rt})
+            save_checkpoint(ckpt / 'tft_last', weights, resume_meta, {**ot, **rt})
         if es.stopped: log.info(es.reason)
     if es.best_epoch >= 0: log.info(es.summary())
     if cfg.restore_best and best_state is not None: model.load_state_dict(best_state)
