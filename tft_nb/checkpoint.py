@@ -37,16 +37,16 @@ def atomic_write(path, data: bytes):
 
 # %% ../nbs/09_checkpoint.ipynb #b6bfb5b7
 @contextlib.contextmanager
-def deferred_interrupt():
-    "Hold Ctrl-C (SIGINT) while the block runs and deliver it when the block ends, so that files written together stay together."
-    old = signal.getsignal(signal.SIGINT)
-    if threading.current_thread() is not threading.main_thread() or old is None: yield; return   # signals reach the main thread only
+def deferred_interrupt(signals=(signal.SIGINT, signal.SIGTERM)):
+    "Hold Ctrl-C (SIGINT) and a polite kill (SIGTERM: `kill`, `timeout`, job schedulers) while the block runs and deliver them when it ends, so that files written together stay together."
+    if threading.current_thread() is not threading.main_thread(): yield; return   # only the main thread gets signals
+    old = {s: h for s in signals if (h := signal.getsignal(s)) is not None}         # None: set outside Python, can't be restored
     held = []
-    signal.signal(signal.SIGINT, lambda sig, frame: held.append(sig))
+    for s in old: signal.signal(s, lambda sig, frame: held.append(sig))
     try: yield
     finally:
-        signal.signal(signal.SIGINT, old)
-        if held: signal.raise_signal(signal.SIGINT)              # handled as it would have been: KeyboardInterrupt by default
+        for s, h in old.items(): signal.signal(s, h)
+        for s in dict.fromkeys(held): signal.raise_signal(s)    # handled as they would have been: KeyboardInterrupt, termination
 
 # %% ../nbs/09_checkpoint.ipynb #6ff16fd9
 def versions() -> dict:
