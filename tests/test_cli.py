@@ -221,6 +221,11 @@ def test_predict_refuses_bad_inputs(one_run, tmp_path):
     short = tmp_path / 'short.csv'; short.write_text('ts_event,symbol,open,high,low,close,volume\n2024-01-02,X,10,11,9,10.5,100\n')
     line = _one_line(run('tft_predict', '--checkpoint', str(one_run / 'tft_best'), '--data', str(short), '--output', str(tmp_path / 'f.csv')), 'tft_predict')
     assert str(short) in line and 'too short to forecast from' in line, line
+    hourly = tmp_path / 'hourly.csv'                                     # a trained symbol's bars, but hourly: the model knows daily bars
+    load_sample().query("symbol == 'sp500'").tail(200).assign(ts_event=pd.date_range('2024-01-02 14:00', periods=200, freq='h', tz='UTC')).to_csv(hourly, index=False)
+    line = _one_line(run('tft_predict', '--checkpoint', str(one_run / 'tft_best'), '--data', str(hourly), '--output', str(tmp_path / 'f.csv')), 'tft_predict')
+    assert line == f'tft_predict: error: {hourly}: its bars are 0 days 01:00:00 apart (median), but the model was trained on bars 1 days 00:00:00 apart: its forecasts would be meaningless; use a checkpoint trained on bars of this size', line
+    hourly.unlink()
     for side, msg in (([1, 2], 'not a checkpoint sidecar'), ('drop model_config', 'no model_config entry')):
         ck = tmp_path / 'ck'; ck.mkdir(exist_ok=True)
         for f in ('tft_best.safetensors', 'tft_best.json'): (ck / f).write_bytes((one_run / f).read_bytes())

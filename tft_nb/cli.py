@@ -18,9 +18,9 @@ from .checkpoint import load_checkpoint, atomic_write, CheckpointError
 from .fit import TrainConfig, fit, test_metrics, predict, original_units, resolve_device, earlier_run_files, open_resume, run_data
 
 # %% auto #0
-__all__ = ['HOLIDAYS', 'load_bars', 'data_config', 'bar_spacing', 'mixed_spacing', 'default_known', 'config_lines',
-           'activation_bytes', 'tft_train', 'main_train', 'observed_holidays', 'future_times', 'forecast_frame',
-           'load_model', 'checkpoint_data', 'future_windows', 'tft_predict', 'main_predict']
+__all__ = ['HOLIDAYS', 'load_bars', 'data_config', 'bar_spacing', 'mixed_spacing', 'spacing_mismatch', 'default_known',
+           'config_lines', 'activation_bytes', 'tft_train', 'main_train', 'observed_holidays', 'future_times',
+           'forecast_frame', 'load_model', 'checkpoint_data', 'future_windows', 'tft_predict', 'main_predict']
 
 # %% ../nbs/11_cli.ipynb #46032dde
 def load_bars(data: str | None) -> tuple[pd.DataFrame, str]:
@@ -44,6 +44,15 @@ def mixed_spacing(spacing: pd.Series, ratio: float = 10) -> str | None:
     if len(sp) < 2 or sp.max() < ratio * sp.min(): return None
     return (f"the series have different bar sizes (median spacing: {sp.idxmin()} {sp.min()}, {sp.idxmax()} {sp.max()}); "
             "a window of --encoder-length bars spans a different time in each")
+
+def spacing_mismatch(trained_seconds: float | None, spacing: pd.Series, ratio: float = 10) -> str | None:
+    "Why bars spaced as `spacing` (`bar_spacing`) can't be forecast by a model trained on bars `trained_seconds` apart (a checkpoint's `bar_seconds`), or None: their medians are `ratio` or more times apart."
+    now = spacing.median()
+    if trained_seconds is None or pd.isna(now): return None
+    then = pd.Timedelta(seconds=trained_seconds)
+    if max(now, then) < ratio * min(now, then): return None
+    return (f"its bars are {now} apart (median), but the model was trained on bars {then} apart: "
+            "its forecasts would be meaningless; use a checkpoint trained on bars of this size")
 
 def default_known(spacing: pd.Series) -> tuple:
     "Calendar inputs for bars spaced as `spacing` (`bar_spacing`, its median symbol): day of week and month for daily bars or longer; else day of week, hour and (below hourly) minute."
@@ -336,6 +345,7 @@ def tft_predict(
     model, side = load_model(checkpoint)
     bars, name = load_bars(data)
     (cfg, scaler, trained), log = checkpoint_data(side, checkpoint), logging.getLogger('tft_nb')
+    if why := spacing_mismatch(side['data'].get('bar_seconds'), bar_spacing(bars)): raise DataError(f"{name}: {why}")
     if (new := ~bars.symbol.astype(str).isin(trained).to_numpy()).any() and not new.all():   # all new: make_windows refuses them
         log.warning(f"{name}: no forecasts for {', '.join(sorted(set(bars.symbol[new].astype(str))))}: not among the trained symbols {trained}")
         bars = bars[~new].reset_index(drop=True).assign(symbol=lambda b: b.symbol.cat.remove_unused_categories())

@@ -211,8 +211,11 @@ class Resume(NamedTuple):
     stem: Path; weights: dict; side: dict; train_state: dict; best: tuple | None
 
 def run_data(data: WindowData, data_config: DataConfig | None = None) -> dict:
-    "The `data` entry of a run's sidecars: the windows' spec, the training scaler and (when given) the `DataConfig` that made them."
-    return dict(spec=asdict(data.spec), scaler=data.scaler.to_dict(), config=asdict(data_config) if data_config else None)
+    "The `data` entry of a run's sidecars: the windows' spec, the training scaler, (when given) the `DataConfig` that made them, and the median time between training bars in seconds (`bar_seconds`)."
+    f = data.features[data.features.split == 0]
+    gap = f.groupby('symbol', observed=True).ts_event.diff().median()
+    return dict(spec=asdict(data.spec), scaler=data.scaler.to_dict(), config=asdict(data_config) if data_config else None,
+                bar_seconds=None if pd.isna(gap) else gap.total_seconds())
 
 def _scaler_change(saved: dict, now: dict) -> str | None:
     "Where two stored scalers differ ('lv mean -4.9 -> -4.8'), or None when they agree to 1e-9."
