@@ -33,6 +33,19 @@ def test_train_then_predict(tmp_path):
     assert ((fc['q0.1'] <= fc['q0.5']) & (fc['q0.5'] <= fc['q0.9'])).all()
     assert fc['q0.5'].between(-8, -2).all()   # log daily volatility, original units (about -4.9 on average)
 
+def test_other_quantiles(tmp_path):
+    "--quantiles 0.05,0.5,0.95: the model, the test metrics and the forecasts use those levels."
+    ck = tmp_path / 'ck'
+    r = run('tft_train', '--epochs', '1', *SMALL, '--batch-size', '256', '--quantiles', '0.05,0.5,0.95', '--checkpoint-dir', str(ck))
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert 'q_risk_P5' in r.stderr and 'q_risk_P95' in r.stderr and 'coverage_P5_P95' in r.stderr, r.stderr[-2000:]
+    assert json.loads((ck / 'tft_best.json').read_text())['model_config']['quantiles'] == [0.05, 0.5, 0.95]
+    r = run('tft_predict', '--checkpoint', str(ck / 'tft_best'), '--output', str(tmp_path / 'fc.csv'))
+    assert r.returncode == 0, r.stderr[-2000:]
+    fc = pd.read_csv(tmp_path / 'fc.csv')
+    assert [c for c in fc.columns if c.startswith('q')] == ['q0.05', 'q0.5', 'q0.95']
+    assert ((fc['q0.05'] <= fc['q0.5']) & (fc['q0.5'] <= fc['q0.95'])).all()
+
 def test_intraday_databento_folder(tmp_path):
     "Minute bars in a Databento-style folder (bars beside metadata JSON): train, then forecasts from the next session's open."
     rng, frames = np.random.default_rng(0), []

@@ -19,8 +19,9 @@ from .fit import TrainConfig, fit, test_metrics, predict, original_units, resolv
 
 # %% auto #0
 __all__ = ['HOLIDAYS', 'load_bars', 'data_config', 'bar_spacing', 'mixed_spacing', 'spacing_mismatch', 'default_known',
-           'config_lines', 'activation_bytes', 'tft_train', 'main_train', 'observed_holidays', 'future_times',
-           'forecast_frame', 'load_model', 'checkpoint_data', 'future_windows', 'tft_predict', 'main_predict']
+           'config_lines', 'parse_quantiles', 'activation_bytes', 'tft_train', 'main_train', 'observed_holidays',
+           'future_times', 'forecast_frame', 'load_model', 'checkpoint_data', 'future_windows', 'tft_predict',
+           'main_predict']
 
 # %% ../nbs/11_cli.ipynb #46032dde
 def load_bars(data: str | None) -> tuple[pd.DataFrame, str]:
@@ -69,8 +70,13 @@ def config_lines(**sections) -> list[str]:
     return lines
 
 # %% ../nbs/11_cli.ipynb #9e9ff68b
-def _setup(data, data_kw, hidden_size, attention_heads, lstm_layers, dropout, train_kw):
-    "Check settings and prepare data and the model, seeded (nothing written); raises ValueError subclasses on bad input."
+def parse_quantiles(q) -> tuple:
+    "Quantile levels from '0.1,0.5,0.9' (or a sequence of numbers); `TFTConfig` checks that they are increasing in (0, 1)."
+    try: return tuple(float(x) for x in (q.split(',') if isinstance(q, str) else q))
+    except (TypeError, ValueError): raise ValueError(f"quantiles must be numbers separated by commas, such as 0.1,0.5,0.9, got {q!r}") from None
+
+def _setup(data, data_kw, model_kw, train_kw):
+    "Check settings and prepare data and the model (`TFTConfig` settings `model_kw`), seeded (nothing written); raises ValueError subclasses on bad input."
     tcfg = TrainConfig(**train_kw)
     dcfg = data_config(data, **data_kw)
     bars, name = load_bars(data); spacing = bar_spacing(bars)
@@ -81,7 +87,7 @@ def _setup(data, data_kw, hidden_size, attention_heads, lstm_layers, dropout, tr
         if len(getattr(wd, split)) == 0:
             raise DataError(f"{name}: the {split} split has no windows (--encoder-length {dcfg.encoder_length} + --horizon {dcfg.horizon} "
                             f"with splits at {dcfg.val_start or f'{dcfg.val_frac:.0%} val'} / {dcfg.test_start or f'{dcfg.test_frac:.0%} test'}); use more data or shorter windows")
-    mcfg = TFTConfig(**wd.spec.model_sizes(), hidden_size=hidden_size, attention_heads=attention_heads, lstm_layers=lstm_layers, dropout=dropout)
+    mcfg = TFTConfig(**wd.spec.model_sizes(), **model_kw)
     device = resolve_device(tcfg.device)
     _check_memory(mcfg, device)                       # before the model is built: its size alone
     torch.manual_seed(tcfg.seed); model = _build(mcfg)
@@ -159,6 +165,7 @@ def tft_train(
     attention_heads: int = 8,               # attention heads
     lstm_layers: int = 2,                   # LSTM layers
     dropout: float = 0.1,                   # dropout rate
+    quantiles: str = '0.1,0.5,0.9',         # quantile levels to forecast, comma-separated and increasing in (0, 1)
     seed: int = 42,                         # random seed
     resume: str = None,                     # resume from 'last' (in --checkpoint-dir) or a checkpoint path
     overwrite: store_true = False,          # replace an earlier run in --checkpoint-dir (else: an error)
@@ -172,7 +179,8 @@ def tft_train(
                     checkpoint_frequency=checkpoint_frequency, seed=seed, verbose=verbose, overwrite=overwrite)
     data_kw = dict(target=target, known=known, encoder_length=encoder_length, horizon=horizon, val_start=val_start, test_start=test_start,
                    scaling=scaling, per_symbol=per_symbol)
-    tcfg, dcfg, wd, mcfg, model, name = _setup(data, data_kw, hidden_size, attention_heads, lstm_layers, dropout, train_kw)
+    model_kw = dict(hidden_size=hidden_size, attention_heads=attention_heads, lstm_layers=lstm_layers, dropout=dropout, quantiles=parse_quantiles(quantiles))
+    tcfg, dcfg, wd, mcfg, model, name = _setup(data, data_kw, model_kw, train_kw)
     r = open_resume(resume, tcfg, mcfg.to_dict(), run_data(wd, dcfg)) if resume else None   # it exists, is whole and continues this run's settings and bars
     earlier_run_files(Path(checkpoint_dir), overwrite, resume)   # refuse to mix with or replace an earlier run, before any write
     for line in config_lines(data=dict(source=name, windows=f'{len(wd.train)} train / {len(wd.val)} val / {len(wd.test)} test', **asdict(dcfg)),

@@ -134,10 +134,11 @@ def forecast_metrics(pred: np.ndarray, y: np.ndarray, quantiles) -> dict:
     "Pinball loss, q-risk per quantile, P50 MAE and outer-interval coverage of `pred` (N, Td, Q) against `y` (N, Td)."
     p, t, q = torch.as_tensor(pred), torch.as_tensor(y), list(quantiles)
     mid = q.index(0.5) if 0.5 in q else len(q) // 2
+    P = lambda x: f'P{100 * x:.4g}'                   # 0.1 -> P10, 0.025 -> P2.5
     out = {'pinball': quantile_loss(p, t, q).item()}
-    out.update({f'q_risk_P{round(100 * x)}': v for x, v in zip(q, q_risk(p, t, q).tolist())})
-    out['mae_P50'] = (p[..., mid] - t).abs().mean().item()
-    out[f'coverage_P{round(100 * q[0])}_P{round(100 * q[-1])}'] = coverage(p, t, 0, len(q) - 1).item()
+    out.update({f'q_risk_{P(x)}': v for x, v in zip(q, q_risk(p, t, q).tolist())})
+    out[f'mae_{P(q[mid])}'] = (p[..., mid] - t).abs().mean().item()
+    out[f'coverage_{P(q[0])}_{P(q[-1])}'] = coverage(p, t, 0, len(q) - 1).item()
     return out
 
 def test_metrics(model, data: WindowData, batch_size: int = 256) -> pd.DataFrame:
