@@ -16,6 +16,7 @@ def test_wheel_installs_and_runs(tmp_path):
     src = tmp_path / 'src'                  # build from a copy: a stale build/ folder in the checkout cannot leak into the wheel
     shutil.copytree(ROOT / 'tft_nb', src / 'tft_nb', ignore=shutil.ignore_patterns('__pycache__'))
     for f in ('setup.py', 'settings.ini', 'pyproject.toml', 'MANIFEST.in', 'README.md', 'LICENSE'): shutil.copy(ROOT / f, src / f)
+    # --no-build-isolation: built with this environment's setuptools (a dev requirement), nothing downloaded
     sh(sys.executable, '-m', 'pip', 'wheel', '--no-deps', '--no-build-isolation', '-q', '-w', tmp_path / 'dist', '.', cwd=src)
     wheel, = (tmp_path / 'dist').glob('tft_nb-*.whl')
     names = zipfile.ZipFile(wheel).namelist()
