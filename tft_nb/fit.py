@@ -4,7 +4,7 @@
 
 # %% ../nbs/10_fit.ipynb #d58767a0
 from __future__ import annotations
-import csv, io, json, logging, math, sys, tempfile, time
+import contextlib, csv, io, json, logging, math, sys, tempfile, time
 from typing import NamedTuple
 from dataclasses import dataclass, asdict, field
 from pathlib import Path
@@ -90,11 +90,11 @@ def train_step(model, opt: torch.optim.Optimizer, micro: list[Batch], grad_clip:
 # %% ../nbs/10_fit.ipynb #409b8ab9
 @torch.inference_mode()
 def predict(model, windows: Windows, batch_size: int = 256, autocast: bool = False) -> Tensor:
-    "Quantile forecasts (N, Td, Q) of every window of `windows`, in scaled units, on the CPU."
+    "Quantile forecasts (N, Td, Q) of every window of `windows`, in scaled units, on the CPU; computed where the model is (the windows go there)."
     model.eval()
-    outs = []
+    outs, windows = [], windows.to(next(model.parameters()).device)   # after `fit` on CUDA the model stays there
     for b in windows.batches(batch_size):
-        with torch.autocast(b.target.device.type, dtype=torch.bfloat16, enabled=autocast):
+        with torch.autocast(b.target.device.type, dtype=torch.bfloat16) if autocast else contextlib.nullcontext():
             outs.append(model(b).quantiles.float())
     return torch.cat(outs).cpu()
 

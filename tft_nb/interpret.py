@@ -22,9 +22,10 @@ def concat_outputs(outs:Sequence[TFTOutput]) -> TFTOutput:
     return TFTOutput(*(torch.cat(ts) for ts in zip(*(vars(o).values() for o in outs))))
 
 def collect_outputs(model:TemporalFusionTransformer, windows:Windows, batch_size:int=256) -> TFTOutput:
-    "Outputs of `model` (eval mode, no gradients) for every window of `windows`, on the CPU."
+    "Outputs of `model` (eval mode, no gradients) for every window of `windows`, computed on the model's device, returned on the CPU."
     was_training = model.training
     model.eval()
+    windows = windows.to(next(model.parameters()).device)              # a model trained on CUDA stays there
     with torch.inference_mode():
         outs = [TFTOutput(*(t.cpu() for t in vars(model(b)).values())) for b in windows.batches(batch_size)]
     model.train(was_training)
