@@ -189,6 +189,10 @@ def tft_train(
     res = fit(model, wd, tcfg, dcfg, resume=r, log=log)
     metrics = test_metrics(model, wd)
     log.info(f"Test metrics ({len(wd.test)} windows x {dcfg.horizon} steps, target {dcfg.target} in original units):\n{metrics.to_string(float_format='%.5f')}")
+    from tft_nb.interpret import collect_outputs, variable_importance   # here: it imports matplotlib, which the rest of the command does not need
+    vi = variable_importance(collect_outputs(model, wd.test), wd.spec.static_vars, wd.spec.encoder_vars, wd.spec.decoder_vars)
+    log.info("Variable importance on the test windows (mean selection weight; each group sums to 1):")
+    for g, d in vi.groupby('group', sort=False): log.info(f"  {g}: " + ', '.join(f"{r.variable} {r.importance:.3f}" for r in d.itertuples()))
     return res, metrics
 
 # %% ../nbs/11_cli.ipynb #715b2ccc
