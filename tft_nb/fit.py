@@ -290,6 +290,8 @@ def fit(model: TemporalFusionTransformer, data: WindowData, cfg: TrainConfig = T
     opt, es = _make_optimizer(model, cfg), EarlyStopping(cfg.early_stopping_patience, cfg.early_stopping_threshold)
     sched = _make_scheduler(opt, cfg)
     start, step, history = _resume(r, model, opt, sched, es, gen, log) if r else (0, 0, [])
+    if r and es.stopped: log.info(f"Nothing left to train: the resumed run had stopped early ({es.reason})")
+    elif r and start >= cfg.epochs: log.info(f"Nothing left to train: the resumed run has trained {start} epoch(s), --epochs is {cfg.epochs} (raise it to go on)")
     best_state = r.best[0] if r and r.best else None
     if r and r.best and r.stem.parent.resolve() != ckpt.resolve(): save_checkpoint(ckpt / 'tft_best', *r.best)   # resumed into a new folder
     meta = dict(model_config=model.config.to_dict(), data=entry, train_config=asdict(cfg))
