@@ -173,6 +173,7 @@ def tft_train(
 ):
     "Train a Temporal Fusion Transformer on OHLCV bars, with early stopping and checkpoints; report test metrics."
     log = logging.getLogger('tft_nb')
+    if use_gpu and device == 'cpu': raise ValueError("--use-gpu asks for CUDA but --device is cpu; give one or the other")
     train_kw = dict(epochs=epochs, learning_rate=learning_rate, batch_size=batch_size, accumulate_grad_batches=accumulate_grad_batches,
                     grad_clip=grad_clip, device='cuda' if use_gpu else device, early_stopping_patience=early_stopping_patience,
                     early_stopping_threshold=early_stopping_threshold, checkpoint_dir=checkpoint_dir,
