@@ -11,17 +11,16 @@ import numpy as np, pandas as pd, torch
 from pandas.tseries.holiday import (Holiday, GoodFriday, USMartinLutherKingJr, USPresidentsDay, USMemorialDay, USLaborDay,
                                     USThanksgivingDay, nearest_workday, sunday_to_monday)
 from fastcore.script import call_parse, anno_parser, Param, store_true
-from .data import DataError, read_ohlcv, load_sample
+from .data import DataError, read_ohlcv, load_sample, bar_spacing
 from .windows import DataConfig, PRESETS, Scaler, Windows, WindowData, make_windows
 from .model import TFTConfig, TemporalFusionTransformer
 from .checkpoint import load_checkpoint, atomic_write, CheckpointError
 from .fit import TrainConfig, fit, test_metrics, predict, original_units, resolve_device, earlier_run_files, open_resume, run_data
 
 # %% auto #0
-__all__ = ['HOLIDAYS', 'load_bars', 'data_config', 'bar_spacing', 'mixed_spacing', 'spacing_mismatch', 'default_known',
-           'config_lines', 'parse_quantiles', 'activation_bytes', 'tft_train', 'main_train', 'observed_holidays',
-           'future_times', 'forecast_frame', 'load_model', 'checkpoint_data', 'future_windows', 'tft_predict',
-           'main_predict']
+__all__ = ['HOLIDAYS', 'load_bars', 'data_config', 'mixed_spacing', 'spacing_mismatch', 'default_known', 'config_lines',
+           'parse_quantiles', 'activation_bytes', 'tft_train', 'main_train', 'observed_holidays', 'future_times',
+           'forecast_frame', 'load_model', 'checkpoint_data', 'future_windows', 'tft_predict', 'main_predict']
 
 # %% ../nbs/11_cli.ipynb #46032dde
 def load_bars(data: str | None) -> tuple[pd.DataFrame, str]:
@@ -34,10 +33,6 @@ def data_config(data: str | None, **kw) -> DataConfig:
     if isinstance(kw.get('known'), str): kw['known'] = tuple(k.strip() for k in kw['known'].split(',') if k.strip())
     base = asdict(PRESETS['ohlcv_gk_logvol_tft_v1']) if data is None else {}
     return DataConfig(**{**base, **{k: v for k, v in kw.items() if v is not None}})
-
-def bar_spacing(bars: pd.DataFrame) -> pd.Series:
-    "The median time between consecutive bars, per symbol (NaT for a symbol with one bar)."
-    return bars.groupby('symbol', observed=True).ts_event.diff().groupby(bars.symbol, observed=True).median()
 
 def mixed_spacing(spacing: pd.Series, ratio: float = 10) -> str | None:
     "A warning when the symbols' bar spacings (`bar_spacing`) are `ratio` or more times apart, else None."
@@ -188,10 +183,11 @@ def tft_train(
                              model=asdict(mcfg), training=asdict(tcfg)): log.info(line)
     log.info(f"Model: {sum(p.numel() for p in model.parameters()):,} parameters on {resolve_device(tcfg.device)}")
     res = fit(model, wd, tcfg, dcfg, resume=r, log=log)
-    metrics = test_metrics(model, wd)
-    log.info(f"Test metrics ({len(wd.test)} windows x {dcfg.horizon} steps, target {dcfg.target} in original units):\n{metrics.to_string(float_format='%.5f')}")
     from tft_nb.interpret import collect_outputs, variable_importance   # here: it imports matplotlib, which the rest of the command does not need
-    vi = variable_importance(collect_outputs(model, wd.test), wd.spec.static_vars, wd.spec.encoder_vars, wd.spec.decoder_vars)
+    out = collect_outputs(model, wd.test)                       # one pass over the test windows: forecasts and selection weights
+    metrics = test_metrics(model, wd, pred=out.quantiles)
+    log.info(f"Test metrics ({len(wd.test)} windows x {dcfg.horizon} steps, target {dcfg.target} in original units):\n{metrics.to_string(float_format='%.5f')}")
+    vi = variable_importance(out, wd.spec.static_vars, wd.spec.encoder_vars, wd.spec.decoder_vars)
     log.info("Variable importance on the test windows (mean selection weight; each group sums to 1):")
     for g, d in vi.groupby('group', sort=False): log.info(f"  {g}: " + ', '.join(f"{r.variable} {r.importance:.3f}" for r in d.itertuples()))
     return res, metrics

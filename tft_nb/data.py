@@ -13,7 +13,7 @@ import zstandard
 
 # %% auto #0
 __all__ = ['COLUMNS', 'PRICES', 'OHLCV_RTYPES', 'ALIASES', 'DATA_NAMES', 'DataError', 'read_dbn', 'write_dbn',
-           'normalize_columns', 'check_bars', 'read_ohlcv', 'load_sample']
+           'normalize_columns', 'check_bars', 'read_ohlcv', 'load_sample', 'bar_spacing']
 
 # %% ../nbs/00_data.ipynb #b56ffb60
 COLUMNS = ['ts_event', 'symbol', 'open', 'high', 'low', 'close', 'volume']
@@ -247,6 +247,10 @@ def _read_one(path: Path) -> pd.DataFrame:
 # %% ../nbs/00_data.ipynb #d35b4baf
 DATA_NAMES = re.compile(r'\.(dbn|dbz|csv|parquet|pq)(\.(zst|zstd|gz))?$', re.IGNORECASE)   # the files a folder's bars are read from
 
+def _listed(names: list, k: int = 5) -> str:
+    "The first `k` of `names` joined by commas, then ' and N more' for the rest: a message's list of files."
+    return ', '.join(names[:k]) + (f' and {len(names) - k} more' if len(names) > k else '')
+
 def read_ohlcv(path) -> pd.DataFrame:
     "Read a DBN, CSV or Parquet file, or a folder of them (the files named as such), into the checked tidy frame."
     path = Path(path)
@@ -254,17 +258,16 @@ def read_ohlcv(path) -> pd.DataFrame:
     found = sorted(f for f in path.iterdir() if f.is_file() and not f.name.startswith('.'))
     files = [f for f in found if DATA_NAMES.search(f.name)]
     if skipped := [f.name for f in found if not DATA_NAMES.search(f.name)]:
-        logging.getLogger('tft_nb').info(f"{path}: skipped {len(skipped)} file(s) not named as bars: {', '.join(skipped)}")
+        logging.getLogger('tft_nb').info(f"{path}: skipped {len(skipped)} file(s) not named as bars: {_listed(skipped)}")
     if not files: raise DataError(f"{path}: folder has no data files (expected names ending in .dbn, .csv, .parquet or .pq, "
-                                  f"optionally + .zst or .gz; found {', '.join(skipped) or 'no files'})")
+                                  f"optionally + .zst or .gz; found {_listed(skipped) or 'no files'})")
     parts, empty = {}, []
     for f in files:
         try: parts[f] = check_bars(_read_one(f), f)
         except _NoBars: empty.append(f.name)                       # e.g. a day without trading in a download split by day
     if empty:
-        names = ', '.join(empty[:5]) + (f' and {len(empty) - 5} more' if len(empty) > 5 else '')
-        if not parts: raise DataError(f"{path}: none of its {len(empty)} data file(s) holds bars ({names}: headers without records or rows)")
-        logging.getLogger('tft_nb').warning(f"{path}: skipped {len(empty)} file(s) that hold no bars: {names}")
+        if not parts: raise DataError(f"{path}: none of its {len(empty)} data file(s) holds bars ({_listed(empty)}: headers without records or rows)")
+        logging.getLogger('tft_nb').warning(f"{path}: skipped {len(empty)} file(s) that hold no bars: {_listed(empty)}")
     if len(schemas := {p.attrs['schema']: f.name for f, p in parts.items() if 'schema' in p.attrs}) > 1:   # DBN files say their bar size
         raise DataError(f"{path}: DBN files of different bar sizes ({', '.join(f'{n} is {s}' for s, n in schemas.items())}); keep one bar size per folder")
     return check_bars(_tidy(pd.concat(parts.values(), ignore_index=True), by_time=True), path)
@@ -285,3 +288,8 @@ def load_sample() -> pd.DataFrame:
     df = normalize_columns(pd.concat(frames, ignore_index=True).rename(columns={'Date': 'ts_event'}), 'arch sample data')
     df.attrs.update(source='arch.data (sp500, nasdaq)', schema='ohlcv-1d')
     return check_bars(_tidy(df), 'arch sample data')
+
+# %% ../nbs/00_data.ipynb #9b1f1a31
+def bar_spacing(bars: pd.DataFrame) -> pd.Series:
+    "The median time between consecutive bars, per symbol (NaT for a symbol with one bar)."
+    return bars.groupby('symbol', observed=True).ts_event.diff().groupby(bars.symbol, observed=True).median()

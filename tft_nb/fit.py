@@ -10,6 +10,7 @@ from dataclasses import dataclass, asdict, field
 from pathlib import Path
 import numpy as np, pandas as pd, torch
 from torch import Tensor
+from .data import bar_spacing, _listed
 from .windows import Batch, Windows, WindowData, DataConfig
 from .model import TFTConfig, TemporalFusionTransformer
 from .loss import quantile_loss, q_risk, coverage
@@ -141,11 +142,11 @@ def forecast_metrics(pred: np.ndarray, y: np.ndarray, quantiles) -> dict:
     out[f'coverage_{P(q[0])}_{P(q[-1])}'] = coverage(p, t, 0, len(q) - 1).item()
     return out
 
-def test_metrics(model, data: WindowData, batch_size: int = 256) -> pd.DataFrame:
-    "Test-split metrics of `model` and of the naive baselines, in the target's original units."
+def test_metrics(model, data: WindowData, batch_size: int = 256, pred: Tensor | None = None) -> pd.DataFrame:
+    "Test-split metrics of `model` and of the naive baselines, in the target's original units; `pred`: the model's scaled test forecasts, if already computed."
     q = model.config.quantiles
     y = original_units(data, data.test, data.test.targets().cpu())
-    tft = original_units(data, data.test, predict(model, data.test, batch_size))
+    tft = original_units(data, data.test, predict(model, data.test, batch_size) if pred is None else pred)
     rows = {'TFT': forecast_metrics(tft, y, q)}
     for kind in ('persistence', 'rolling_mean'):
         rows[kind if kind == 'persistence' else 'rolling_mean_22'] = forecast_metrics(baseline_forecast(data, data.test, q, kind), y, q)
@@ -196,8 +197,7 @@ def earlier_run_files(ckpt: Path, overwrite: bool = False, resume: str | None = 
     if not Path(ckpt).is_dir() or (resume and resume_stem(resume, ckpt).parent.resolve() == Path(ckpt).resolve()): return []
     old = sorted(p for p in Path(ckpt).glob('tft_*') if p.suffix in ('.safetensors', '.json')) + [p for p in [Path(ckpt) / 'metrics.csv'] if p.exists()]
     if old and not overwrite:
-        names = ', '.join(p.name for p in old[:3]) + (f' and {len(old) - 3} more' if len(old) > 3 else '')
-        raise ValueError(f"checkpoint dir {ckpt} already holds a training run ({names}): resume it (--resume last), "
+        raise ValueError(f"checkpoint dir {ckpt} already holds a training run ({_listed([p.name for p in old], 3)}): resume it (--resume last), "
                          "replace it (--overwrite) or choose another --checkpoint-dir")
     return old
 
@@ -213,8 +213,7 @@ class Resume(NamedTuple):
 
 def run_data(data: WindowData, data_config: DataConfig | None = None) -> dict:
     "The `data` entry of a run's sidecars: the windows' spec, the training scaler, (when given) the `DataConfig` that made them, and the median time between training bars in seconds (`bar_seconds`)."
-    f = data.features[data.features.split == 0]
-    gap = f.groupby('symbol', observed=True).ts_event.diff().median()
+    gap = bar_spacing(data.features[data.features.split == 0]).median()   # as `tft_predict` measures the bars it is given
     return dict(spec=asdict(data.spec), scaler=data.scaler.to_dict(), config=asdict(data_config) if data_config else None,
                 bar_seconds=None if pd.isna(gap) else gap.total_seconds())
 
