@@ -146,12 +146,18 @@ def tft_train(
     val_start: str = None,                  # first date of the validation split (default: built-in 2015-01-01, else last 30%..15%)
     test_start: str = None,                 # first date of the test split (default: built-in 2017-01-01, else last 15%)
     epochs: int = 50,                       # maximum number of epochs
-    learning_rate: float = 0.001,           # initial learning rate (Adam)
+    learning_rate: float = 0.001,           # initial learning rate
     batch_size: int = 32,                   # windows per batch
     accumulate_grad_batches: int = 1,       # batches per optimizer step
     grad_clip: float = 0.0,                 # clip the global gradient norm to this value (0: off)
+    optimizer: str = 'adam',                # adam, or adamw (decoupled weight decay)
+    weight_decay: float = 0.0,              # weight decay: an L2 penalty added to the gradient with adam, decoupled with adamw
+    lr_schedule: str = 'plateau',           # plateau (multiply the rate by --lr-factor after --lr-patience epochs without improvement) or constant
+    lr_patience: int = 5,                   # epochs without improvement before the plateau schedule lowers the learning rate
+    lr_factor: float = 0.5,                 # factor by which the plateau schedule multiplies the learning rate
     use_gpu: store_true = False,            # train on CUDA (error if CUDA is not available)
     device: str = 'auto',                   # auto, cpu or cuda
+    fp32: store_true = False,               # on CUDA, train in float32 instead of under bfloat16 autocast
     early_stopping_patience: int = 20,      # epochs without improvement before stopping
     early_stopping_threshold: float = 0.0001,  # minimum decrease of the validation loss that counts as improvement
     checkpoint_dir: str = 'checkpoints',    # folder for checkpoints and metrics.csv
@@ -170,7 +176,8 @@ def tft_train(
     log = logging.getLogger('tft_nb')
     if use_gpu and device == 'cpu': raise ValueError("--use-gpu asks for CUDA but --device is cpu; give one or the other")
     train_kw = dict(epochs=epochs, learning_rate=learning_rate, batch_size=batch_size, accumulate_grad_batches=accumulate_grad_batches,
-                    grad_clip=grad_clip, device='cuda' if use_gpu else device, early_stopping_patience=early_stopping_patience,
+                    grad_clip=grad_clip, optimizer=optimizer, weight_decay=weight_decay, lr_schedule=lr_schedule, lr_patience=lr_patience,
+                    lr_factor=lr_factor, device='cuda' if use_gpu else device, bf16=not fp32, early_stopping_patience=early_stopping_patience,
                     early_stopping_threshold=early_stopping_threshold, checkpoint_dir=checkpoint_dir,
                     checkpoint_frequency=checkpoint_frequency, seed=seed, verbose=verbose, overwrite=overwrite)
     data_kw = dict(target=target, known=known, encoder_length=encoder_length, horizon=horizon, val_start=val_start, test_start=test_start,
