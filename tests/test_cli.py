@@ -91,6 +91,11 @@ def test_intraday_databento_folder(tmp_path):
     (['--seed', '99999999999999999999'], '--seed must be in [0, 2**63)'),
     (['--val-start', 'garbage'], "--val-start must be a date such as 2015-01-01, got 'garbage'"),
     (['--test-start', '2020-13-45'], "--test-start must be a date"),
+    (['--optimizer', 'sgd'], "--optimizer must be 'adam' or 'adamw', got 'sgd'"),
+    (['--weight-decay', '-0.1'], '--weight-decay must be >= 0 and finite, got -0.1'),
+    (['--lr-schedule', 'cosine'], "--lr-schedule must be 'plateau' or 'constant', got 'cosine'"),
+    (['--lr-factor', '1'], '--lr-factor must be in (0, 1), got 1.0'),
+    (['--lr-patience', '-1'], '--lr-patience must be >= 0, got -1'),
 ])
 def test_bad_flags_one_line_nothing_written(tmp_path, argv, msg):
     ck = tmp_path / 'ck'
