@@ -353,12 +353,16 @@ def tft_predict(
     output: str = 'forecasts.csv',          # CSV to write
     split: str = 'future',                  # 'future' (from each symbol's last bar) or 'test' / 'val' (every window, with actuals)
     batch_size: int = 256,                  # windows per batch
+    device: str = 'auto',                   # auto (CUDA if available), cpu or cuda
 ):
     "Write quantile forecasts per symbol and horizon step, in original units, from a checkpoint."
     if split not in ('future', 'test', 'val'): raise ValueError(f"--split must be 'future', 'test' or 'val', got {split!r}")
     if batch_size < 1: raise ValueError(f"--batch-size must be >= 1, got {batch_size}")
+    if device not in ('auto', 'cpu', 'cuda'): raise ValueError(f"--device must be 'auto', 'cpu' or 'cuda', got {device!r}")
     if Path(output).is_dir(): raise ValueError(f"--output {output} is a folder; give a file name such as {Path(output) / 'forecasts.csv'}")
+    dev = resolve_device(device)
     model, side = load_model(checkpoint)
+    model.to(dev)                                                # the windows follow the model (`predict`); forecasts come back to the CPU
     bars, name = load_bars(data)
     (cfg, scaler, trained), log = checkpoint_data(side, checkpoint), logging.getLogger('tft_nb')
     if why := spacing_mismatch(side['data'].get('bar_seconds'), bar_spacing(bars)): raise DataError(f"{name}: {why}")

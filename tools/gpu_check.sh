@@ -4,7 +4,8 @@
 #   1. bench/grad_norm_bench.py on CUDA (bf16 autocast, CUDA-event timing): the gradient norm's share of a step;
 #   2. bench/model_bench.py: step times and achieved FLOP/s on CPU and CUDA;
 #   3. nbs/13_training_run.ipynb executed with its outputs saved (with CUDA: the full 50-epoch configuration),
-#      its fan chart and metrics.csv.
+#      its fan chart and metrics.csv;
+#   4. tft_predict of that run's best checkpoint on CUDA and on the CPU: the largest difference of the forecasts.
 # Everything lands in $OUT. Device call: run(command="bash tools/gpu_check.sh", carry=[".whl"], timeout_s=590).
 # Locally (CPU, to check the script): NO_WHEELS=1 DEVICE=cpu NORM_ARGS="--steps 3 --hidden 16 --heads 2" OUT=/tmp/gpu_out bash tools/gpu_check.sh
 set -uo pipefail
@@ -27,5 +28,13 @@ echo "== 13_training_run"
 start=$SECONDS
 (cd nbs && timeout "${NB_TIMEOUT:-420}" python3 -m execnb.shell --exc_stop 13_training_run.ipynb --dest "$OUT/13_training_run.ipynb") 2>&1 | tee "$OUT/notebook.txt"
 echo "notebook: exit ${PIPESTATUS[0]} after $((SECONDS - start)) s" | tee -a "$OUT/notebook.txt"
+echo "== tft_predict on $DEVICE and on the CPU (the run's best checkpoint, test windows)"
+timeout 120 python3 - <<EOF 2>&1 | tee "$OUT/predict_devices.txt"
+from tft_nb.cli import tft_predict
+kw = dict(checkpoint='nbs/runs/training_run/tft_best', split='test')
+a, b = tft_predict(**kw, output='/tmp/fc_dev.csv', device='$DEVICE'), tft_predict(**kw, output='/tmp/fc_cpu.csv', device='cpu')
+q = [c for c in a if c.startswith('q')]
+print('tft_predict:', len(a), 'forecasts; max |$DEVICE - cpu| =', float((a[q] - b[q]).abs().max().max()), '; target range', float(b['actual'].min()), float(b['actual'].max()))
+EOF
 cp nbs/images/training_run_fan.png nbs/runs/training_run/metrics.csv "$OUT/" 2>/dev/null
 ls -la "$OUT"
