@@ -11,8 +11,11 @@ benchmark task's shape (60 past days, 5 ahead, 6 encoder and 2 decoder inputs, o
       that is norm + Adam in (a) and Adam alone in (b) (timed by the optimizer's step hooks). The forward and
       backward passes before it are the same code in both, so the difference of the tails is what the norm adds
       to a step: its own time, less what the Adam step saves by finding gradients the norm just read in cache;
-  (d) the norm repeated 200 times on the same gradients (warm caches), and `torch.nn.utils.get_total_norm`
-      (what `grad_norm` uses on a GPU) for comparison.
+  (d) the norm repeated 200 times on the same gradients (warm caches); for comparison, its GPU path
+      (`dot_min=inf`: one foreach norm over all gradients) and `torch.nn.utils.get_total_norm`, the same kernel
+      behind more Python;
+  (f) the host's time per call of the GPU path and of `get_total_norm` on one-element stand-ins for the model's
+      gradients (alternating, no synchronisation): what each costs to launch, which bounds a GPU step of this model.
 Printed: the overhead, (e) with norm - (e) without, over (a); the norm's own time (c) over (a), which is larger by
 the cache effect; and (a - b) / b, the A/B of whole steps, which on a shared machine is noisier than the norm.
 On CUDA the steps run under bf16 autocast, as `fit` runs them, and (c) and (e) are read from CUDA events recorded
@@ -20,7 +23,7 @@ in the step (no synchronisation there, so the queue stays as full as in training
 which includes any wait for the host to launch the kernels.
 Usage: python bench/grad_norm_bench.py [--steps N] [--device cpu|cuda] [--hidden 256 --heads 8 --lstm-layers 2 --batch 32]
 """
-import argparse, statistics, time
+import argparse, math, statistics, time
 import torch
 import tft_nb.fit as F
 from model_bench import make_batch              # bench/ is on sys.path when this file runs as a script
@@ -79,6 +82,17 @@ def main(steps=20, device='cpu', hidden=256, heads=8, lstm_layers=2, batch=32):
     grads = [p.grad for p in params]
     for _ in range(200):
         sync(dev); t0 = time.perf_counter(); torch.nn.utils.get_total_norm(grads, foreach=True); sync(dev); te.append(time.perf_counter() - t0)
+    tg = []
+    for _ in range(200):
+        sync(dev); t0 = time.perf_counter(); grad_norm(params, dot_min=math.inf); sync(dev); tg.append(time.perf_counter() - t0)
+    stand_ins = [torch.nn.Parameter(torch.zeros(1, device=dev)) for _ in params]
+    for q in stand_ins: q.grad = torch.ones(1, device=dev)
+    host = {'grad_norm': lambda: grad_norm(stand_ins, dot_min=math.inf), 'get_total_norm': lambda: torch.nn.utils.get_total_norm([q.grad for q in stand_ins], foreach=True)}
+    th = {k: [] for k in host}
+    for i in range(2000):
+        for k, fn in host.items():
+            t0 = time.perf_counter(); fn(); th[k].append(time.perf_counter() - t0)
+        if i % 100 == 99: sync(dev)               # keep the launch queue short
     c, d, e = med(inside), med(td), med(te)
     added = med(tail_a) - med(tail_b)
     n = sum(p.numel() for p in params)
@@ -88,11 +102,13 @@ def main(steps=20, device='cpu', hidden=256, heads=8, lstm_layers=2, batch=32):
     print(f"(b) the same step without the norm  {bb * 1e3:9.2f} ms (median of {steps}, alternating with (a))")
     print(f"(c) norm + stats inside (a)         {c * 1e3:9.3f} ms (median of {steps}; min {min(inside) * 1e3:.3f}, max {max(inside) * 1e3:.3f})")
     print(f"(d) norm + stats, warm, repeated    {d * 1e3:9.3f} ms (median of 200)")
-    print(f"    torch.nn.utils.get_total_norm(foreach=True), warm: {e * 1e3:.3f} ms (median of 200)")
+    print(f"    its GPU path (dot_min=inf), warm: {med(tg) * 1e3:.3f} ms;   torch.nn.utils.get_total_norm(foreach=True), warm: {e * 1e3:.3f} ms (medians of 200)")
     print(f"(e) step tail, backward end to opt.step end: norm + Adam {med(tail_a) * 1e3:.2f} ms in (a), Adam alone {med(tail_b) * 1e3:.2f} ms in (b): "
           f"the norm adds {added * 1e3:.3f} ms (medians of {steps})")
     print(f"overhead of the norm, (e)/(a): {100 * added / a:.3f}% of a step;   its own time, (c)/(a): {100 * c / a:.3f}% "
           f"(max single step {100 * max(inside) / a:.3f}%);   (a-b)/b: {100 * (a - bb) / bb:+.2f}% (noise-limited A/B of whole steps)")
+    print(f"(f) host time per call on {len(params)} one-element gradients: grad_norm's GPU path {med(th['grad_norm']) * 1e6:.1f} us, "
+          f"get_total_norm {med(th['get_total_norm']) * 1e6:.1f} us (medians of 2000, alternating)")
 
 if __name__ == '__main__':
     ap = argparse.ArgumentParser(); ap.add_argument('--steps', type=int, default=20); ap.add_argument('--device', default='cpu')

@@ -10,8 +10,8 @@ import torch
 from torch import nn, Tensor
 
 # %% auto #0
-__all__ = ['VANISHING', 'EXPLODING', 'micro_batch_weights', 'grad_norm', 'GradNormStats', 'check_grad_norms', 'set_learning_rate',
-           'learning_rate', 'EarlyStopping']
+__all__ = ['DOT_MIN', 'VANISHING', 'EXPLODING', 'micro_batch_weights', 'grad_norm', 'GradNormStats', 'check_grad_norms',
+           'set_learning_rate', 'learning_rate', 'EarlyStopping']
 
 # %% ../nbs/08_train.ipynb #a6b20a4d
 def micro_batch_weights(sizes: list[int]) -> list[float]:
@@ -20,13 +20,16 @@ def micro_batch_weights(sizes: list[int]) -> list[float]:
     return [n / total for n in sizes]
 
 # %% ../nbs/08_train.ipynb #3f704b09
-def grad_norm(params) -> Tensor:
-    "Global L2 norm of the gradients of `params` (a 0-d tensor on their device; no host sync)."
+DOT_MIN = 65536   # on the CPU, gradients of this many elements or more take a BLAS dot product
+
+def grad_norm(params, dot_min: float | None = None) -> Tensor:
+    "Global L2 norm of the gradients of `params` (a 0-d tensor on their device; no host sync): gradients of `dot_min` or more elements (default: `DOT_MIN` on the CPU, none on a GPU) take a dot product, the others one `foreach` norm."
     grads = [p.grad for p in params if p.grad is not None]
     if not grads: return torch.zeros(())
-    if grads[0].device.type != 'cpu': return torch.nn.utils.get_total_norm(grads, norm_type=2.0, foreach=True)
-    # CPU: a BLAS dot product per large tensor (faster than the norm kernels here), one foreach call for the small ones
-    big, small = [g for g in grads if g.numel() >= 65536], [g for g in grads if g.numel() < 65536]
+    if dot_min is None: dot_min = DOT_MIN if grads[0].device.type == 'cpu' else math.inf
+    big = [g for g in grads if g.numel() >= dot_min]
+    if not big: return torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))   # the norm of the tensors' norms
+    small = [g for g in grads if g.numel() < dot_min]
     sq = [torch.dot(g.reshape(-1), g.reshape(-1)) for g in big] + ([torch.stack(torch._foreach_norm(small)).square().sum()] if small else [])
     return torch.stack(sq).sum().sqrt()
 
