@@ -137,7 +137,7 @@ def rng_state(data_gen: torch.Generator) -> tuple[dict, dict]:
 def set_rng_state(data_gen: torch.Generator, tensors: dict, rest: dict):
     "Inverse of `rng_state`."
     torch.set_rng_state(tensors['rng.torch']); data_gen.set_state(tensors['rng.data'])
-    cuda = [tensors[k] for k in sorted(k for k in tensors if k.startswith('rng.cuda.'))]
-    if cuda and torch.cuda.is_available(): torch.cuda.set_rng_state_all(cuda)
+    cuda = [tensors[f'rng.cuda.{i}'] for i in range(sum(k.startswith('rng.cuda.') for k in tensors))]   # in device order: 10 after 9
+    if cuda and torch.cuda.is_available(): torch.cuda.set_rng_state_all(cuda[:torch.cuda.device_count()])   # resumed on fewer GPUs: theirs
     v, s, g = rest['python']; random.setstate((v, tuple(s), g))
     n = rest['numpy']; np.random.set_state((n[0], np.array(n[1], dtype=np.uint32), *n[2:]))
