@@ -28,6 +28,7 @@ echo "== 13_training_run"
 start=$SECONDS
 (cd nbs && timeout "${NB_TIMEOUT:-420}" python3 -m execnb.shell --exc_stop 13_training_run.ipynb --dest "$OUT/13_training_run.ipynb") 2>&1 | tee "$OUT/notebook.txt"
 echo "notebook: exit ${PIPESTATUS[0]} after $((SECONDS - start)) s" | tee -a "$OUT/notebook.txt"
+cp nbs/images/training_run_fan.png nbs/runs/training_run/metrics.csv "$OUT/" 2>/dev/null
 echo "== tft_predict on $DEVICE and on the CPU (the run's best checkpoint, test windows)"
 timeout 120 python3 - <<EOF 2>&1 | tee "$OUT/predict_devices.txt"
 from tft_nb.cli import tft_predict
@@ -36,5 +37,4 @@ a, b = tft_predict(**kw, output='/tmp/fc_dev.csv', device='$DEVICE'), tft_predic
 q = [c for c in a if c.startswith('q')]
 print('tft_predict:', len(a), 'forecasts; max |$DEVICE - cpu| =', float((a[q] - b[q]).abs().max().max()), '; target range', float(b['actual'].min()), float(b['actual'].max()))
 EOF
-cp nbs/images/training_run_fan.png nbs/runs/training_run/metrics.csv "$OUT/" 2>/dev/null
 ls -la "$OUT"
