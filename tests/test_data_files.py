@@ -2,7 +2,7 @@
 a corpus of bad inputs that must each be refused with a `DataError` naming the file and the problem,
 and round trips of the other formats. Fast: the whole file runs in a few seconds."""
 from __future__ import annotations
-import datetime as dt
+import datetime as dt, os
 from pathlib import Path
 from types import SimpleNamespace as NS
 
@@ -324,6 +324,8 @@ def test_other_bad_inputs(tmp_path):
     expect_error(read_ohlcv, tmp_path / 'nofiles', 'folder has no data files')
     expect_error(read_ohlcv, tmp_path / 'absent.csv', 'no such file')
     expect_error(read_dbn, tmp_path / 'absent.dbn', 'no such file')
+    os.mkfifo(tmp_path / 'pipe.csv')                                     # exists, but is not a file: said so, and never opened
+    for fn in (read_dbn, read_ohlcv): expect_error(fn, tmp_path / 'pipe.csv', 'not a regular file')
 
 def test_too_short_for_a_window(tmp_path):
     p = tmp_path / 'short.dbn'

@@ -47,7 +47,7 @@ def _decompress_zstd(raw: bytes, path) -> bytes:
 def _read_bytes(path) -> bytes:
     "Contents of `path`, zstd- or gzip-decompressed when the bytes say so."
     path = Path(path)
-    if not path.is_file(): raise DataError(f"{path}: no such file")
+    if not path.is_file(): raise DataError(f"{path}: " + ("not a regular file (a device, pipe or socket); expected a file of bars" if path.exists() else "no such file"))
     raw = path.read_bytes()
     if not raw: raise DataError(f"{path}: empty file, expected OHLCV bars")
     if raw[:4] == _DBZ_MAGIC:
