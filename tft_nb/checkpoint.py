@@ -87,6 +87,10 @@ def _stem(path) -> Path:
 def load_checkpoint(path, train_state: bool = False) -> tuple[dict, dict, dict | None]:
     "Load (weights, sidecar, train state or None) of the checkpoint at `path`, checking files against the sidecar."
     stem = _stem(path); side_p = stem.with_name(stem.name + '.json')
+    if stem.is_dir() and not side_p.is_file():                   # a run's folder: name one of its checkpoints
+        found = sorted(p.name[:-len('.json')] for p in stem.glob('tft_*.json'))
+        raise CheckpointError(f"{stem}: a folder, not a checkpoint; " + (f"give one in it, such as {stem / ('tft_best' if 'tft_best' in found else found[-1])}"
+                                                                          if found else "it holds no checkpoint (no tft_*.json sidecar)"))
     if not side_p.is_file(): raise CheckpointError(f"{side_p}: checkpoint sidecar not found (expected {stem.name}.json next to the weights)")
     try: side = json.loads(side_p.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as e: raise CheckpointError(f"{side_p}: corrupt checkpoint sidecar ({e})") from None
