@@ -6,6 +6,7 @@
 #   3. nbs/13_training_run.ipynb executed with its outputs saved (with CUDA: the full 50-epoch configuration),
 #      its fan chart and metrics.csv;
 #   4. tft_predict of that run's best checkpoint on CUDA and on the CPU: the largest difference of the forecasts.
+#   5. nbdev_test, the notebooks' inline tests, on a machine with CUDA, in the time left of a 570 s budget.
 # Everything lands in $OUT. Device call: run(command="bash tools/gpu_check.sh", carry=[".whl"], timeout_s=590).
 # Locally (CPU, to check the script): NO_WHEELS=1 DEVICE=cpu NORM_ARGS="--steps 3 --hidden 16 --heads 2" OUT=/tmp/gpu_out bash tools/gpu_check.sh
 set -uo pipefail
@@ -37,4 +38,8 @@ a, b = tft_predict(**kw, output='/tmp/fc_dev.csv', device='$DEVICE'), tft_predic
 q = [c for c in a if c.startswith('q')]
 print('tft_predict:', len(a), 'forecasts; max |$DEVICE - cpu| =', float((a[q] - b[q]).abs().max().max()), '; target range', float(b['actual'].min()), float(b['actual'].max()))
 EOF
+echo "== nbdev_test"
+left=$(( ${BUDGET:-570} - SECONDS ))
+if [ "$left" -gt 60 ]; then timeout "$left" nbdev_test --n_workers 8 2>&1 | tee "$OUT/nbdev_test.txt"; echo "nbdev_test: exit ${PIPESTATUS[0]}" | tee -a "$OUT/nbdev_test.txt"
+else echo "nbdev_test skipped: ${left} s of the budget left" | tee "$OUT/nbdev_test.txt"; fi
 ls -la "$OUT"
