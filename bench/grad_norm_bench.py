@@ -15,7 +15,7 @@ benchmark task's shape (60 past days, 5 ahead, 6 encoder and 2 decoder inputs, o
       (`dot_min=inf`: one foreach norm over all gradients) and `torch.nn.utils.get_total_norm`, the same kernel
       behind more Python;
   (f) the host's time per call of the GPU path and of `get_total_norm` on one-element stand-ins for the model's
-      gradients (alternating, no synchronisation): what each costs to launch, which bounds a GPU step of this model.
+      gradients (alternating, no synchronisation): what each costs to launch, which counts where launches bound a step.
 Printed: the overhead, (e) with norm - (e) without, over (a); the norm's own time (c) over (a), which is larger by
 the cache effect; and (a - b) / b, the A/B of whole steps, which on a shared machine is noisier than the norm.
 On CUDA the steps run under bf16 autocast, as `fit` runs them, and (c) and (e) are read from CUDA events recorded

@@ -358,7 +358,6 @@ def tft_predict(
     "Write quantile forecasts per symbol and horizon step, in original units, from a checkpoint."
     if split not in ('future', 'test', 'val'): raise ValueError(f"--split must be 'future', 'test' or 'val', got {split!r}")
     if batch_size < 1: raise ValueError(f"--batch-size must be >= 1, got {batch_size}")
-    if device not in ('auto', 'cpu', 'cuda'): raise ValueError(f"--device must be 'auto', 'cpu' or 'cuda', got {device!r}")
     if Path(output).is_dir(): raise ValueError(f"--output {output} is a folder; give a file name such as {Path(output) / 'forecasts.csv'}")
     dev = resolve_device(device)
     model, side = load_model(checkpoint)

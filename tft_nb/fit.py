@@ -20,11 +20,13 @@ from .checkpoint import (save_checkpoint, load_checkpoint, optimizer_state, load
                                set_rng_state, atomic_write, deferred_interrupt, CheckpointError, _stem, _json_default)
 
 # %% auto #0
-__all__ = ['HISTORY_COLUMNS', 'RESUME_MAY_CHANGE', 'RESUME_STATE', 'TrainConfig', 'resolve_device', 'train_step', 'predict',
-           'evaluate_loss', 'original_units', 'baseline_forecast', 'forecast_metrics', 'test_metrics', 'FitResult',
-           'resume_stem', 'earlier_run_files', 'Resume', 'run_data', 'open_resume', 'fit']
+__all__ = ['DEVICES', 'HISTORY_COLUMNS', 'RESUME_MAY_CHANGE', 'RESUME_STATE', 'TrainConfig', 'resolve_device', 'train_step',
+           'predict', 'evaluate_loss', 'original_units', 'baseline_forecast', 'forecast_metrics', 'test_metrics',
+           'FitResult', 'resume_stem', 'earlier_run_files', 'Resume', 'run_data', 'open_resume', 'fit']
 
 # %% ../nbs/10_fit.ipynb #d036a94e
+DEVICES = ('auto', 'cpu', 'cuda')   # the device names `TrainConfig`, `resolve_device` and the commands' --device accept
+
 @dataclass
 class TrainConfig:
     "How to train: optimizer, schedule, early stopping, checkpoints, device."
@@ -58,13 +60,14 @@ class TrainConfig:
                   ('early_stopping_patience', self.early_stopping_patience >= 1, '>= 1'),
                   ('early_stopping_threshold', 0 <= self.early_stopping_threshold < math.inf, '>= 0 and finite'),
                   ('seed', 0 <= self.seed < 2**63, 'in [0, 2**63)'),
-                  ('checkpoint_frequency', self.checkpoint_frequency >= 0, '>= 0'), ('device', self.device in ('auto', 'cpu', 'cuda'), "'auto', 'cpu' or 'cuda'")]
+                  ('checkpoint_frequency', self.checkpoint_frequency >= 0, '>= 0'), ('device', self.device in DEVICES, "'auto', 'cpu' or 'cuda'")]
         for name, ok, want in checks:
             if not ok: raise ValueError(f"{name} must be {want}, got {getattr(self, name)!r}")
 
 # %% ../nbs/10_fit.ipynb #f8a5e272
 def resolve_device(name: str) -> torch.device:
-    "The torch device for 'auto', 'cpu' or 'cuda'; 'cuda' without CUDA is an error."
+    "The torch device for 'auto', 'cpu' or 'cuda'; another name, or 'cuda' without CUDA, is an error."
+    if name not in DEVICES: raise ValueError(f"device must be 'auto', 'cpu' or 'cuda', got {name!r}")
     if name == 'auto': return torch.device('cuda' if torch.cuda.is_available() else 'cpu')
     if name == 'cuda' and not torch.cuda.is_available():
         raise ValueError("CUDA was requested (--use-gpu / --device cuda) but is not available: torch.cuda.is_available() is False "

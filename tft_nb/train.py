@@ -27,10 +27,10 @@ def grad_norm(params, dot_min: float | None = None) -> Tensor:
     grads = [p.grad for p in params if p.grad is not None]
     if not grads: return torch.zeros(())
     if dot_min is None: dot_min = DOT_MIN if grads[0].device.type == 'cpu' else math.inf
-    big = [g for g in grads if g.numel() >= dot_min]
-    if not big: return torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))   # the norm of the tensors' norms
-    small = [g for g in grads if g.numel() < dot_min]
-    sq = [torch.dot(g.reshape(-1), g.reshape(-1)) for g in big] + ([torch.stack(torch._foreach_norm(small)).square().sum()] if small else [])
+    big, small = [g for g in grads if g.numel() >= dot_min], [g for g in grads if g.numel() < dot_min]
+    rest = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(small))) if small else None   # the norm of the tensors' norms
+    if not big: return rest
+    sq = [torch.dot(g.reshape(-1), g.reshape(-1)) for g in big] + ([rest.square()] if small else [])
     return torch.stack(sq).sum().sqrt()
 
 # %% ../nbs/08_train.ipynb #de09c25f
