@@ -11,7 +11,7 @@ import numpy as np, pandas as pd, torch
 from pandas.tseries.holiday import (Holiday, GoodFriday, USMartinLutherKingJr, USPresidentsDay, USMemorialDay, USLaborDay,
                                     USThanksgivingDay, nearest_workday, sunday_to_monday)
 from fastcore.script import call_parse, anno_parser, Param, store_true
-from .data import DataError, read_ohlcv, load_sample, bar_spacing
+from .data import DataError, read_ohlcv, load_sample, bar_spacing, _check_choice
 from .windows import DataConfig, PRESETS, Scaler, Windows, WindowData, make_windows
 from .model import TFTConfig, TemporalFusionTransformer
 from .checkpoint import load_checkpoint, atomic_write, CheckpointError
@@ -210,9 +210,11 @@ def _dash_parser(func, prog: str) -> argparse.ArgumentParser:
 
 _NAMES = re.compile(r'(?<![\w./-])[a-z][a-z0-9_]*(?:(?:, | \+ | and )[a-z][a-z0-9_]*)*(?![\w/-]|\.\w)')   # names joined by , + and; not in a path
 
+_SETTING_FLAGS = {'bf16': 'fp32'}   # settings that a flag of another name sets (--fp32 sets bf16 = False)
+
 def _as_flag(msg: str, flags) -> str:
-    "A message about settings, naming each as its flag: a snake_case setting anywhere (`learning_rate must be ...` -> `--learning-rate must be ...`) with the settings joined to it by ', ', ' + ' or ' and ' (`encoder_length + horizon`), and a one-word setting that a clause is about (`target must be ...`, `horizon 5 -> 3`)."
-    flag = lambda w: '--' + w.replace('_', '-') if w in flags else w
+    "A message about settings, naming each as its flag (the one in `_SETTING_FLAGS` where the names differ): a snake_case setting anywhere (`learning_rate must be ...` -> `--learning-rate must be ...`) with the settings joined to it by ', ', ' + ' or ' and ' (`encoder_length + horizon`, `epochs, bf16` -> `--epochs, --fp32`), and a one-word setting that a clause is about (`target must be ...`, `horizon 5 -> 3`)."
+    flag = lambda w: '--' + f.replace('_', '-') if (f := _SETTING_FLAGS.get(w, w)) in flags else w
     def run(m):
         words = re.split(r'(, | \+ | and )', m[0])
         return ''.join(w if i % 2 else flag(w) for i, w in enumerate(words)) if any('_' in w and w in flags for w in words[::2]) else m[0]
@@ -356,7 +358,7 @@ def tft_predict(
     device: str = 'auto',                   # auto (CUDA if available), cpu or cuda
 ):
     "Write quantile forecasts per symbol and horizon step, in original units, from a checkpoint."
-    if split not in ('future', 'test', 'val'): raise ValueError(f"--split must be 'future', 'test' or 'val', got {split!r}")
+    _check_choice('--split', split, ('future', 'test', 'val'))
     if batch_size < 1: raise ValueError(f"--batch-size must be >= 1, got {batch_size}")
     if Path(output).is_dir(): raise ValueError(f"--output {output} is a folder; give a file name such as {Path(output) / 'forecasts.csv'}")
     dev = resolve_device(device)

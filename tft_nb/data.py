@@ -247,6 +247,14 @@ def _read_one(path: Path) -> pd.DataFrame:
 # %% ../nbs/00_data.ipynb #d35b4baf
 DATA_NAMES = re.compile(r'\.(dbn|dbz|csv|parquet|pq)(\.(zst|zstd|gz))?$', re.IGNORECASE)   # the files a folder's bars are read from
 
+def _one_of(choices) -> str:
+    "`choices` as a message names them: `'a', 'b' or 'c'`."
+    return ', '.join(map(repr, choices[:-1])) + ' or ' + repr(choices[-1]) if len(choices) > 1 else repr(choices[0])
+
+def _check_choice(name: str, value, choices):
+    "A ValueError that names `name`, its allowed `choices` and the `value` given, unless `value` is one of them."
+    if value not in choices: raise ValueError(f"{name} must be {_one_of(choices)}, got {value!r}")
+
 def _listed(names: list, k: int = 5) -> str:
     "The first `k` of `names` joined by commas, then ' and N more' for the rest: a message's list of files."
     return ', '.join(names[:k]) + (f' and {len(names) - k} more' if len(names) > k else '')

@@ -10,7 +10,7 @@ from dataclasses import dataclass, asdict, field
 from pathlib import Path
 import numpy as np, pandas as pd, torch
 from torch import Tensor
-from .data import bar_spacing, _listed
+from .data import bar_spacing, _listed, _one_of, _check_choice
 from .windows import Batch, Windows, WindowData, DataConfig
 from .model import TFTConfig, TemporalFusionTransformer
 from .loss import quantile_loss, q_risk, coverage
@@ -52,22 +52,23 @@ class TrainConfig:
     overwrite: bool = False                # a fresh run may replace an earlier run's files in checkpoint_dir
 
     def __post_init__(self):
+        one = lambda name, choices: (name, getattr(self, name) in choices, _one_of(choices))
         checks = [('epochs', self.epochs >= 1, '>= 1'), ('learning_rate', 0 < self.learning_rate < math.inf, '> 0 and finite'),
                   ('batch_size', self.batch_size >= 1, '>= 1'), ('accumulate_grad_batches', self.accumulate_grad_batches >= 1, '>= 1'),
-                  ('optimizer', self.optimizer in ('adam', 'adamw'), "'adam' or 'adamw'"), ('weight_decay', 0 <= self.weight_decay < math.inf, '>= 0 and finite'),
-                  ('grad_clip', 0 <= self.grad_clip < math.inf, '>= 0 and finite (0 turns clipping off)'), ('lr_schedule', self.lr_schedule in ('plateau', 'constant'), "'plateau' or 'constant'"),
+                  one('optimizer', ('adam', 'adamw')), ('weight_decay', 0 <= self.weight_decay < math.inf, '>= 0 and finite'),
+                  ('grad_clip', 0 <= self.grad_clip < math.inf, '>= 0 and finite (0 turns clipping off)'), one('lr_schedule', ('plateau', 'constant')),
                   ('lr_patience', self.lr_patience >= 0, '>= 0'), ('lr_factor', 0 < self.lr_factor < 1, 'in (0, 1)'),
                   ('early_stopping_patience', self.early_stopping_patience >= 1, '>= 1'),
                   ('early_stopping_threshold', 0 <= self.early_stopping_threshold < math.inf, '>= 0 and finite'),
                   ('seed', 0 <= self.seed < 2**63, 'in [0, 2**63)'),
-                  ('checkpoint_frequency', self.checkpoint_frequency >= 0, '>= 0'), ('device', self.device in DEVICES, "'auto', 'cpu' or 'cuda'")]
+                  ('checkpoint_frequency', self.checkpoint_frequency >= 0, '>= 0'), one('device', DEVICES)]
         for name, ok, want in checks:
             if not ok: raise ValueError(f"{name} must be {want}, got {getattr(self, name)!r}")
 
 # %% ../nbs/10_fit.ipynb #f8a5e272
 def resolve_device(name: str) -> torch.device:
-    "The torch device for 'auto', 'cpu' or 'cuda'; another name, or 'cuda' without CUDA, is an error."
-    if name not in DEVICES: raise ValueError(f"device must be 'auto', 'cpu' or 'cuda', got {name!r}")
+    "The torch device for a name in `DEVICES` ('cuda' if available for 'auto'); another name, or 'cuda' without CUDA, is an error."
+    _check_choice('device', name, DEVICES)
     if name == 'auto': return torch.device('cuda' if torch.cuda.is_available() else 'cpu')
     if name == 'cuda' and not torch.cuda.is_available():
         raise ValueError("CUDA was requested (--use-gpu / --device cuda) but is not available: torch.cuda.is_available() is False "
@@ -123,7 +124,7 @@ def _past_target(data: WindowData, w: Windows, n: int) -> np.ndarray:
 
 def baseline_forecast(data: WindowData, windows: Windows, quantiles, kind: str = 'persistence', window: int = 22) -> np.ndarray:
     "Naive forecasts (N, Td, Q) in original units: a point forecast plus training-residual quantiles per series and horizon."
-    if kind not in ('persistence', 'rolling_mean'): raise ValueError(f"kind must be 'persistence' or 'rolling_mean', got {kind!r}")
+    _check_choice('kind', kind, ('persistence', 'rolling_mean'))
     n = 1 if kind == 'persistence' else min(window, data.spec.encoder_length)
     point = lambda w: _past_target(data, w, n).mean(1, keepdims=True)             # (N, 1)
     tr = data.train

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, asdict, replace
 from typing import NamedTuple, Iterator
 import numpy as np, pandas as pd, torch
 from torch import Tensor
-from .data import DataError, check_bars, load_sample
+from .data import DataError, check_bars, load_sample, _check_choice
 
 # %% auto #0
 __all__ = ['OBSERVED', 'CALENDAR', 'TARGETS', 'PRESETS', 'SPLITS', 'Batch', 'make_features', 'DataConfig', 'split_dates',
@@ -77,7 +77,7 @@ class DataConfig:
         if self.target not in TARGETS: raise ValueError(f"target must be one of {TARGETS}, got {self.target!r}")
         if bad := [k for k in self.observed if k not in OBSERVED + ('close',)]: raise ValueError(f"unknown observed input(s) {bad}; expected some of {OBSERVED + ('close',)}")
         if not self.known or not set(self.known) <= set(CALENDAR): raise ValueError(f"known must be one or more of {CALENDAR}, got {self.known}")
-        if self.scaling not in ('zscore', 'minmax'): raise ValueError(f"scaling must be 'zscore' or 'minmax', got {self.scaling!r}")
+        _check_choice('scaling', self.scaling, ('zscore', 'minmax'))
         if not (0 <= self.val_frac < 1 and 0 <= self.test_frac < 1 and self.val_frac + self.test_frac < 1):
             raise ValueError(f"val_frac and test_frac must be in [0, 1) and sum to < 1, got {self.val_frac} and {self.test_frac}")
         for k in ('val_start', 'test_start'):
