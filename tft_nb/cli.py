@@ -213,7 +213,7 @@ _NAMES = re.compile(r'(?<![\w./-])[a-z][a-z0-9_]*(?:(?:, | \+ | and )[a-z][a-z0-
 _SETTING_FLAGS = {'bf16': 'fp32'}   # settings that a flag of another name sets (--fp32 sets bf16 = False)
 
 def _as_flag(msg: str, flags) -> str:
-    "A message about settings, naming each as its flag (the one in `_SETTING_FLAGS` where the names differ): a snake_case setting anywhere (`learning_rate must be ...` -> `--learning-rate must be ...`) with the settings joined to it by ', ', ' + ' or ' and ' (`encoder_length + horizon`, `epochs, bf16` -> `--epochs, --fp32`), and a one-word setting that a clause is about (`target must be ...`, `horizon 5 -> 3`)."
+    "A message about settings, naming each as its flag (the one in `_SETTING_FLAGS` where the names differ): a snake_case setting anywhere (`learning_rate must be ...` -> `--learning-rate must be ...`) with the settings joined to it by ', ', ' + ' or ' and ' (`encoder_length + horizon`, `checkpoint_dir, bf16` -> `--checkpoint-dir, --fp32`), and a one-word setting that a clause is about (`target must be ...`, `horizon 5 -> 3`)."
     flag = lambda w: '--' + f.replace('_', '-') if (f := _SETTING_FLAGS.get(w, w)) in flags else w
     def run(m):
         words = re.split(r'(, | \+ | and )', m[0])
