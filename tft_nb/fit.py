@@ -294,7 +294,7 @@ def fit(model: TemporalFusionTransformer, data: WindowData, cfg: TrainConfig = T
     sched = _make_scheduler(opt, cfg)
     start, step, history = _resume(r, model, opt, sched, es, gen, log) if r else (0, 0, [])
     if r and es.stopped: log.info(f"Nothing left to train: the resumed run had stopped early ({es.reason})")
-    elif r and start >= cfg.epochs: log.info(f"Nothing left to train: the resumed run has trained {start} epoch(s), --epochs is {cfg.epochs} (raise it to go on)")
+    elif r and start >= cfg.epochs: log.info(f"Nothing left to train: the resumed run has trained {start} of the {cfg.epochs} epoch(s) asked for (raise epochs, --epochs on the command line, to go on)")
     best_state = r.best[0] if r and r.best else None
     if r and r.best and r.stem.parent.resolve() != ckpt.resolve(): save_checkpoint(ckpt / 'tft_best', *r.best)   # resumed into a new folder
     meta = dict(model_config=model.config.to_dict(), data=entry, train_config=asdict(cfg))
