@@ -230,7 +230,7 @@ def _run(func, prog: str, argv=None, interrupted=lambda args: 'nothing was writt
     except (DataError, CheckpointError, ValueError) as e:
         print(f"{prog}: error: {_as_flag(str(e), args)}", file=sys.stderr); sys.exit(2)
     except OSError as e:   # a folder that is a file, a read-only folder, a full disk: the path and the system's reason
-        path = e.filename2 or e.filename   # a failed rename names its target second
+        path = e.filename                  # `atomic_write` names the file it writes, not its temporary file
         print(f"{prog}: error: {path or ''}{': ' if path else ''}{e.strerror or e}", file=sys.stderr); sys.exit(2)
     except KeyboardInterrupt:   # Ctrl-C: not an error, no traceback; 130 is what shells report for SIGINT
         print(f"{prog}: interrupted; {interrupted(args)}", file=sys.stderr); sys.exit(130)
