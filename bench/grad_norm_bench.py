@@ -14,6 +14,8 @@ benchmark task's shape (60 past days, 5 ahead, 6 encoder and 2 decoder inputs, o
   (d) the norm repeated 200 times on the same gradients (warm caches); for comparison, its GPU path
       (`dot_min=inf`: one foreach norm over all gradients) and `torch.nn.utils.get_total_norm`, the same kernel
       behind more Python;
+  (g) the norm against the cheapest read of the same fresh gradients (a plain sum of each, not a norm), alternating
+      after backward passes: how far the norm is above what reading the gradients from memory costs at all;
   (f) the host's time per call of the GPU path and of `get_total_norm` on one-element stand-ins for the model's
       gradients (alternating, no synchronisation): what each costs to launch, which counts where launches bound a step.
 Printed: the overhead, (e) with norm - (e) without, over (a); the norm's own time (c) over (a), which is larger by
@@ -85,6 +87,12 @@ def main(steps=20, device='cpu', hidden=256, heads=8, lstm_layers=2, batch=32):
     tg = []
     for _ in range(200):
         sync(dev); t0 = time.perf_counter(); grad_norm(params, dot_min=math.inf); sync(dev); tg.append(time.perf_counter() - t0)
+    floor = {'norm': lambda gs: grad_norm(params), 'sum': lambda gs: torch.stack([g.sum() for g in gs]).sum()}
+    tf = {k: [] for k in floor}
+    for i in range(2 * steps):                    # fresh gradients each time, read right after the backward pass as in a step
+        k = list(floor)[i % 2]
+        forward_backward(); gs = [p.grad for p in params if p.grad is not None]
+        sync(dev); t0 = time.perf_counter(); floor[k](gs); sync(dev); tf[k].append(time.perf_counter() - t0)
     stand_ins = [torch.nn.Parameter(torch.zeros(1, device=dev)) for _ in params]
     for q in stand_ins: q.grad = torch.ones(1, device=dev)
     host = {'grad_norm': lambda: grad_norm(stand_ins, dot_min=math.inf), 'get_total_norm': lambda: torch.nn.utils.get_total_norm([q.grad for q in stand_ins], foreach=True)}
@@ -109,6 +117,9 @@ def main(steps=20, device='cpu', hidden=256, heads=8, lstm_layers=2, batch=32):
           f"(max single step {100 * max(inside) / a:.3f}%);   (a-b)/b: {100 * (a - bb) / bb:+.2f}% (noise-limited A/B of whole steps)")
     print(f"(f) host time per call on {len(params)} one-element gradients: grad_norm's GPU path {med(th['grad_norm']) * 1e6:.1f} us, "
           f"get_total_norm {med(th['get_total_norm']) * 1e6:.1f} us (medians of 2000, alternating)")
+    print(f"(g) reading every gradient once right after the backward pass: grad_norm {med(tf['norm']) * 1e3:.3f} ms, a plain sum of each "
+          f"(not a norm; the cheapest reduction that reads them) {med(tf['sum']) * 1e3:.3f} ms (medians of {steps}, alternating)")
+
 
 if __name__ == '__main__':
     ap = argparse.ArgumentParser(); ap.add_argument('--steps', type=int, default=20); ap.add_argument('--device', default='cpu')
