@@ -85,7 +85,7 @@ def test_intraday_databento_folder(tmp_path):
     (['--target', 'foo'], "--target must be one of ('lv', 'r', 'close'), got 'foo'"),
     (['--scaling', 'robust'], "--scaling must be 'zscore' or 'minmax', got 'robust'"),
     (['--known', 'dow,week'], "--known must be one or more of ('dow', 'month', 'day', 'hour', 'minute'), got ('dow', 'week')"),
-    (['--resume', 'last'], 'tft_last.json: checkpoint sidecar not found'),
+    (['--resume', 'last'], "ck holds no earlier run (no tft_last.json); resume='last' (--resume last on the command line) continues"),
     (['--learning-rate', 'inf'], '--learning-rate must be > 0 and finite'),
     (['--early-stopping-threshold', 'inf'], '--early-stopping-threshold must be >= 0 and finite'),
     (['--seed', '99999999999999999999'], '--seed must be in [0, 2**63)'),

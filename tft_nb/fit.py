@@ -236,6 +236,9 @@ def _scaler_change(saved: dict, now: dict) -> str | None:
 def open_resume(resume, cfg: TrainConfig, model_config: dict, data: dict) -> Resume:
     "Load the checkpoint that `resume` names and check that it continues this run (same model, data and training settings, and the same training bars, as `data` = `run_data(...)` says; only `RESUME_MAY_CHANGE` may differ) and that its best weights are on disk. Writes nothing."
     stem = resume_stem(resume, cfg.checkpoint_dir)
+    if str(resume) == 'last' and not any(stem.with_suffix(s).exists() for s in ('.json', '.safetensors')):
+        raise CheckpointError(f"nothing to resume: {stem.parent} holds no earlier run (no {stem.name}.json); resume='last' (--resume last on the command line) "
+                              "continues an interrupted run there: leave it out to start a fresh one")
     weights, side, ts = load_checkpoint(stem, train_state=True)
     es_keys = EarlyStopping(1).state_dict().keys()
     if bad := [k for k, t in RESUME_STATE.items() if not isinstance(side.get(k), t) or (k == 'early_stopping' and not es_keys <= side[k].keys())]:
