@@ -91,6 +91,8 @@ def load_checkpoint(path, train_state: bool = False) -> tuple[dict, dict, dict |
         found = sorted(p.name[:-len('.json')] for p in stem.glob('tft_*.json'))
         raise CheckpointError(f"{stem}: a folder, not a checkpoint; " + (f"give one in it, such as {stem / ('tft_best' if 'tft_best' in found else found[-1])}"
                                                                           if found else "it holds no checkpoint (no tft_*.json sidecar)"))
+    if stem.is_file() and not side_p.is_file():                  # some other file: say what a checkpoint is
+        raise CheckpointError(f"{stem}: not a checkpoint (expected a tft_*.safetensors weights file, its .json sidecar or their common stem, such as checkpoints/tft_best)")
     if not side_p.is_file(): raise CheckpointError(f"{side_p}: checkpoint sidecar not found (expected {stem.name}.json next to the weights)")
     try: side = json.loads(side_p.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as e: raise CheckpointError(f"{side_p}: corrupt checkpoint sidecar ({e})") from None
