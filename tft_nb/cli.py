@@ -382,7 +382,7 @@ def tft_predict(
         log.warning(f"{name}: no forecasts for {', '.join(skipped)}: {why}")
     Path(output).parent.mkdir(parents=True, exist_ok=True)
     atomic_write(output, out.to_csv(index=False).encode())   # the whole table or, after a crash, the old file
-    log.info(f"Wrote {len(out)} forecasts ({out.symbol.nunique()} symbols x {cfg.horizon} steps) to {output}")
+    log.info(f"Wrote {len(out)} forecasts ({cfg.horizon} steps from each of {len(out) // cfg.horizon} origins, {out.symbol.nunique()} symbols) to {output}")
     return out
 
 def main_predict(argv=None):
