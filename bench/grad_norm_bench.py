@@ -14,10 +14,10 @@ benchmark task's shape (60 past days, 5 ahead, 6 encoder and 2 decoder inputs, o
   (d) the norm repeated 200 times on the same gradients (warm caches); for comparison, its GPU path
       (`dot_min=inf`: one foreach norm over all gradients) and `torch.nn.utils.get_total_norm`, the same kernel
       behind more Python;
-  (g) the norm against the cheapest read of the same fresh gradients (a plain sum of each, not a norm), alternating
-      after backward passes: how far the norm is above what reading the gradients from memory costs at all;
   (f) the host's time per call of the GPU path and of `get_total_norm` on one-element stand-ins for the model's
-      gradients (alternating, no synchronisation): what each costs to launch, which counts where launches bound a step.
+      gradients (alternating, no synchronisation): what each costs to launch, which counts where launches bound a step;
+  (g) the norm against the cheapest read of the same fresh gradients (a plain sum of each, not a norm), alternating
+      after backward passes: how far the norm is above what reading the gradients from memory costs at all.
 Printed: the overhead, (e) with norm - (e) without, over (a); the norm's own time (c) over (a), which is larger by
 the cache effect; and (a - b) / b, the A/B of whole steps, which on a shared machine is noisier than the norm.
 On CUDA the steps run under bf16 autocast, as `fit` runs them, and (c) and (e) are read from CUDA events recorded
@@ -119,7 +119,6 @@ def main(steps=20, device='cpu', hidden=256, heads=8, lstm_layers=2, batch=32):
           f"get_total_norm {med(th['get_total_norm']) * 1e6:.1f} us (medians of 2000, alternating)")
     print(f"(g) reading every gradient once right after the backward pass: grad_norm {med(tf['norm']) * 1e3:.3f} ms, a plain sum of each "
           f"(not a norm; the cheapest reduction that reads them) {med(tf['sum']) * 1e3:.3f} ms (medians of {steps}, alternating)")
-
 
 if __name__ == '__main__':
     ap = argparse.ArgumentParser(); ap.add_argument('--steps', type=int, default=20); ap.add_argument('--device', default='cpu')
