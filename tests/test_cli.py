@@ -145,7 +145,10 @@ def test_killed_run_resumes_to_identical_weights(tmp_path):
 def test_ctrl_c_is_one_line_and_the_run_resumes(tmp_path):
     "SIGINT (Ctrl-C) a run in epoch 2: one line naming the epoch tft_last holds, exit status 130, no traceback, whole files; resuming finishes the run."
     args = ['tft_train', '--epochs', '3', *SMALL, '--batch-size', '64', '--device', 'cpu', '--checkpoint-dir', str(tmp_path)]
-    p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    # as a terminal's foreground job gets it: a shell's background job (`cmd &`, as a CI runner may start this suite)
+    # starts with SIGINT ignored, and Python keeps it ignored, rightly (nohup'd runs survive Ctrl-C)
+    p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     side, t0 = tmp_path / 'tft_last.json', time.time()
     while not (side.exists() and json.loads(side.read_text())['epoch'] == 1):
         assert p.poll() is None and time.time() - t0 < 240, 'run ended or stalled before epoch 1 was saved'
