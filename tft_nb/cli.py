@@ -188,8 +188,6 @@ def tft_train(
     earlier_run_files(Path(checkpoint_dir), overwrite, resume)   # refuse to mix with or replace an earlier run, before any write
     for line in config_lines(data=dict(source=name, windows=f'{len(wd.train)} train / {len(wd.val)} val / {len(wd.test)} test', **asdict(dcfg)),
                              model=asdict(mcfg), training=asdict(tcfg)): log.info(line)
-    dev = resolve_device(tcfg.device)
-    log.info(f"Model: {sum(p.numel() for p in model.parameters()):,} parameters on {dev}, {'bf16 autocast' if tcfg.bf16 and dev.type == 'cuda' else 'fp32'}")   # bf16 applies on CUDA only
     res = fit(model, wd, tcfg, dcfg, resume=r, log=log)
     from tft_nb.interpret import collect_outputs, variable_importance   # here: it imports matplotlib, which the rest of the command does not need
     out = collect_outputs(model, wd.test)                       # one pass over the test windows: forecasts and selection weights

@@ -293,6 +293,7 @@ def fit(model: TemporalFusionTransformer, data: WindowData, cfg: TrainConfig = T
     except OSError as e: raise OSError(e.errno, f"cannot write checkpoints here ({e.strerror})", str(ckpt)) from None
     torch.manual_seed(cfg.seed); gen = torch.Generator().manual_seed(cfg.seed)
     model.to(device); dd = data.to(device)
+    log.info(f"Model: {sum(p.numel() for p in model.parameters()):,} parameters on {device}, {'bf16 autocast' if autocast else 'fp32'}")   # bf16 applies on CUDA only
     opt, es = _make_optimizer(model, cfg), EarlyStopping(cfg.early_stopping_patience, cfg.early_stopping_threshold)
     sched = _make_scheduler(opt, cfg)
     start, step, history = _resume(r, model, opt, sched, es, gen, log) if r else (0, 0, [])
