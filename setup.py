@@ -24,7 +24,7 @@ setuptools.setup(
     name = cfg['lib_name'],
     license = 'Apache-2.0',
     classifiers = [
-        'Development Status :: ' + statuses[int(cfg['status'])],
+        'Development Status :: ' + statuses[int(cfg['status']) - 1],   # settings.ini's status is the classifier's number: 3 is '3 - Alpha'
         'Intended Audience :: ' + cfg['audience'].title(),
         'Natural Language :: ' + cfg['language'].title(),
     ] + ['Programming Language :: Python :: '+o for o in py_versions[py_versions.index(min_python):]],

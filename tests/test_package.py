@@ -23,6 +23,9 @@ def test_wheel_installs_and_runs(tmp_path):
     assert {n for n in names if n.startswith('tft_nb/')} == {f'tft_nb/{p.name}' for p in (ROOT / 'tft_nb').glob('*.py')}, names
     entry = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith('entry_points.txt'))).decode()
     cfg = ConfigParser(); cfg.read(ROOT / 'settings.ini')
+    meta = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith('.dist-info/METADATA'))).decode()
+    status = [l for l in meta.splitlines() if l.startswith('Classifier: Development Status :: ')]
+    assert len(status) == 1 and status[0].startswith(f"Classifier: Development Status :: {cfg['DEFAULT']['status']} - "), status   # settings.ini's number
     for script in cfg['DEFAULT']['console_scripts'].split():     # settings.ini's scripts, e.g. tft_train=tft_nb.cli:main_train
         assert script.replace('=', ' = ') in entry, entry
 
