@@ -25,6 +25,7 @@ def atomic_write(path, data: bytes):
     try: fd, tmp = tempfile.mkstemp(prefix=f'.{path.name}.', suffix='.tmp', dir=path.parent)
     except OSError as e: raise named(e) from None
     try:
+        os.fchmod(fd, _file_mode(path))                      # mkstemp's file is private (0o600); give it open()'s mode
         with os.fdopen(fd, 'wb') as f: f.write(data); f.flush(); os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException as e:
@@ -34,6 +35,13 @@ def atomic_write(path, data: bytes):
     dfd = os.open(path.parent, os.O_RDONLY)
     try: os.fsync(dfd)
     finally: os.close(dfd)
+
+def _file_mode(path) -> int:
+    "The permissions `open(path, 'w')` would leave: an existing file's own, else 0o666 less the umask."
+    try: return os.stat(path).st_mode & 0o7777
+    except FileNotFoundError: pass
+    umask = os.umask(0); os.umask(umask)
+    return 0o666 & ~umask
 
 # %% ../nbs/09_checkpoint.ipynb #b6bfb5b7
 @contextlib.contextmanager
