@@ -33,6 +33,13 @@ def test_a_page_per_notebook_with_its_symbols(site):
         missing = [n for n in names if f'id="{n}"' not in html]
         assert not missing, f"{page.name}: exported symbols without a show_doc section: {missing}"
 
+def test_links_between_pages_find_their_anchors(site):
+    "Every link to a page of the site, or to a place on one, finds that page and an element with that id."
+    ids = {p.name: set(re.findall(r'\bid="([^"]+)"', p.read_text())) for p in site.glob('*.html')}
+    dead = [(p, page, anchor) for p in ids for page, anchor in re.findall(r'href="([\w.-]*\.html)?(?:#([^"]*))?"', (site / p).read_text())
+            if (page or p) not in ids or (anchor and anchor not in ids[page or p])]
+    assert not dead, f"links to missing pages or anchors (page, target, anchor): {dead}"
+
 def test_landing_page_image_is_there(site):
     html = (site / 'index.html').read_text()
     imgs = re.findall(r'<img[^>]+src="([^"]+)"', html)

@@ -3,7 +3,8 @@
 `nbdev_docs` (which needs the `quarto` binary) stays the way to publish the site. Where Quarto is not installed,
 this script runs nbdev's own notebook processing (`nbdev.serve.proc_nbs`: hidden cells dropped, `show_doc` added
 and rendered for every exported symbol, doc links resolved) and renders each processed notebook to one HTML page
-with nbconvert, named as Quarto would name it (`output-file`), with a navigation bar and links made relative.
+with nbconvert, named as Quarto would name it (`output-file`), with a navigation bar and links made relative and
+pointed at the ids the pages have.
 
 Usage: python tools/build_docs.py [OUT_DIR]   (default: _site_offline/)
 """
@@ -43,6 +44,18 @@ def _nav(pages) -> str:
     style = '<style>.jp-RenderedMarkdown pre { margin-bottom: 1em; }</style>'
     return f'{style}<nav style="padding:.6em 1em;border-bottom:1px solid #ddd;font-family:sans-serif;font-size:90%">{links}</nav>'
 
+_HREF = re.compile(r'href="([\w.-]*\.html)?#([^"]+)"')
+
+def _fix_anchors(html: dict[str, str]) -> dict[str, str]:
+    "Point links at the ids the pages have: nbdev links to Quarto's lower-case ids (`windows.html#dataconfig`), nbconvert keeps the heading's case (`DataConfig`)."
+    ids = {f: {i.lower(): i for i in reversed(re.findall(r'\bid="([^"]+)"', h))} for f, h in html.items()}   # the first of equal ids wins
+    def fix(f):
+        def sub(m):
+            page, anchor = m.group(1), m.group(2)
+            return f'href="{page or ""}#{ids.get(page or f, {}).get(anchor.lower(), anchor)}"'
+        return sub
+    return {f: _HREF.sub(fix(f), h) for f, h in html.items()}
+
 def build(out=root / '_site_offline') -> list[Path]:
     "Process the notebooks and write one HTML page per notebook to `out`; returns the pages."
     cfg = get_config()
@@ -59,12 +72,11 @@ def build(out=root / '_site_offline') -> list[Path]:
         title, desc = fm.get('title', p.stem), fm.get('description', '')
         nb.cells.insert(0, nbformat.v4.new_markdown_cell(f"# {title}\n\n> {desc}" if desc else f"# {title}"))
         docs.append((fm.get('output-file', p.stem + '.html'), title, nb))
-    pages = [(f, t) for f, t, _ in docs]
+    pages, html = [(f, t) for f, t, _ in docs], {}
     for f, title, nb in docs:
-        html, _ = exp.from_notebook_node(nb, resources={'metadata': {'name': title}})
-        html = html.replace(site, '')
-        html = re.sub(r'(<body[^>]*>)', lambda m: m.group(1) + _nav(pages), html, count=1)
-        (out / f).write_text(html, encoding='utf-8')
+        h, _ = exp.from_notebook_node(nb, resources={'metadata': {'name': title}})
+        html[f] = re.sub(r'(<body[^>]*>)', lambda m: m.group(1) + _nav(pages), h.replace(site, ''), count=1)
+    for f, h in _fix_anchors(html).items(): (out / f).write_text(h, encoding='utf-8')
     if (proc / 'images').is_dir(): shutil.copytree(proc / 'images', out / 'images')
     return [out / f for f, _ in pages]
 
