@@ -22,17 +22,18 @@ def atomic_write(path, data: bytes):
     "Write `data` to `path` so that `path` holds either its old content or all of `data`, even after a crash."
     path = Path(path)
     named = lambda e: OSError(e.errno, e.strerror, str(path))   # an OS error names `path`, not the temporary file
-    try: fd, tmp = tempfile.mkstemp(prefix=f'.{path.name}.', suffix='.tmp', dir=path.parent)
+    real = Path(os.path.realpath(path))                          # through a symbolic link, as open() writes, not over it
+    try: fd, tmp = tempfile.mkstemp(prefix=f'.{real.name}.', suffix='.tmp', dir=real.parent)
     except OSError as e: raise named(e) from None
     try:
-        os.fchmod(fd, _file_mode(path))                      # mkstemp's file is private (0o600); give it open()'s mode
+        os.fchmod(fd, _file_mode(real))                      # mkstemp's file is private (0o600); give it open()'s mode
         with os.fdopen(fd, 'wb') as f: f.write(data); f.flush(); os.fsync(f.fileno())
-        os.replace(tmp, path)
+        os.replace(tmp, real)
     except BaseException as e:
         if os.path.exists(tmp): os.remove(tmp)
         if isinstance(e, OSError): raise named(e) from None
         raise
-    dfd = os.open(path.parent, os.O_RDONLY)
+    dfd = os.open(real.parent, os.O_RDONLY)
     try: os.fsync(dfd)
     finally: os.close(dfd)
 
