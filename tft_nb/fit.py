@@ -143,7 +143,7 @@ def forecast_metrics(pred: np.ndarray, y: np.ndarray, quantiles) -> dict:
     out = {'pinball': quantile_loss(p, t, q).item()}
     out.update({f'q_risk_{P(x)}': v for x, v in zip(q, q_risk(p, t, q).tolist())})
     out[f'mae_{P(q[mid])}'] = (p[..., mid] - t).abs().mean().item()
-    out[f'coverage_{P(q[0])}_{P(q[-1])}'] = coverage(p, t, 0, len(q) - 1).item()
+    if len(q) > 1: out[f'coverage_{P(q[0])}_{P(q[-1])}'] = coverage(p, t, 0, len(q) - 1).item()   # one quantile bounds no interval
     return out
 
 def test_metrics(model, data: WindowData, batch_size: int = 256, pred: Tensor | None = None) -> pd.DataFrame:
