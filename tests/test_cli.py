@@ -96,6 +96,10 @@ def test_intraday_databento_folder(tmp_path):
     (['--lr-schedule', 'cosine'], "--lr-schedule must be 'plateau' or 'constant', got 'cosine'"),
     (['--lr-factor', '1'], '--lr-factor must be in (0, 1), got 1.0'),
     (['--lr-patience', '-1'], '--lr-patience must be >= 0, got -1'),
+    (['--val-start', '1990-01-01'], "no training windows for nasdaq, sp500: one needs --encoder-length + --horizon = 65 of a symbol's bars"),
+    (['--val-start', '2030-01-01', '--test-start', '2031-01-01'], 'the val split has no windows: it starts at 2030-01-01 00:00:00+00:00, after the last bar (2018-12-31'),
+    (['--epochs', 'abc'], "argument --epochs: invalid int value: 'abc' (tft_train --help lists the flags)"),   # argparse's own error, in one line
+    (['--data', ''], '--data must be non-empty'),                       # `--data "$DATA"` with DATA unset: not the current folder
 ])
 def test_bad_flags_one_line_nothing_written(tmp_path, argv, msg):
     ck = tmp_path / 'ck'
@@ -189,6 +193,23 @@ def test_checkpoint_dir_that_is_a_file(tmp_path):
     assert str(f) in line and 'exists' in line.lower(), line
     assert f.read_text() == 'mine'
 
+def test_symbol_without_training_windows(tmp_path):
+    "A symbol whose bars all come after the validation start: refused before training, naming it (it used to fail after training, in the baselines)."
+    b = load_sample(); f = tmp_path / 'late.csv'
+    pd.concat([b[b.symbol == 'sp500'].tail(400), b[b.symbol == 'nasdaq'].tail(5)]).to_csv(f, index=False)
+    line = _one_line(run('tft_train', '--data', str(f), '--epochs', '1', *SMALL, '--checkpoint-dir', str(tmp_path / 'ck')))
+    assert f'{f}: no training windows for nasdaq:' in line and 'their bars start at 2018-12-24' in line, line
+    assert not (tmp_path / 'ck').exists()
+
+def test_checkpoint_dir_is_not_the_data_folder(tmp_path):
+    data = tmp_path / 'bars'; data.mkdir(); load_sample().to_csv(data / 'bars.csv', index=False)
+    for ck in (data, tmp_path / 'x' / '..' / 'bars'):                  # the same folder, however it is spelt
+        line = _one_line(run('tft_train', '--data', str(data), '--epochs', '1', *SMALL, '--checkpoint-dir', str(ck)))
+        assert f'--checkpoint-dir {ck} is the --data folder' in line, line
+    assert os.listdir(data) == ['bars.csv']
+    line = _one_line(run('tft_train', '--epochs', '1', *SMALL, '--checkpoint-dir', ''))
+    assert '--checkpoint-dir must be non-empty' in line, line
+
 @pytest.fixture(scope='module')
 def one_run(tmp_path_factory):
     "A finished two-epoch run of a tiny model on the built-in data (shared; tests copy it before changing anything)."
@@ -257,3 +278,25 @@ def test_predict_refuses_bad_inputs(one_run, tmp_path):
         line = _one_line(run('tft_predict', '--checkpoint', str(ck / 'tft_best'), '--output', str(out)), 'tft_predict')
         assert msg in line and 'tft_best' in line, line
         assert not out.exists()
+
+def test_predict_never_writes_over_its_inputs(one_run, tmp_path):
+    "An --output that is the data file, a data-named file in the data folder, or a file of the checkpoint's run is refused; the inputs stay as they were."
+    data = tmp_path / 'bars'; data.mkdir(); load_sample().query("symbol == 'sp500'").tail(300).to_csv(data / 'sp.csv', index=False)
+    before, run_before = _tree(data), _tree(one_run)
+    ck = str(one_run / 'tft_best')
+    for args, why in [(['--data', str(data / 'sp.csv'), '--output', str(data / 'sp.csv')], 'is the --data file'),
+                      (['--data', str(data), '--output', str(data / 'fc.csv')], 'is in the --data folder, where the next run would read it as bars'),
+                      (['--output', str(one_run / 'tft_best.json')], "is a file of the checkpoint's run"),
+                      (['--output', str(one_run / 'metrics.csv')], "is a file of the checkpoint's run")]:
+        line = _one_line(run('tft_predict', '--checkpoint', ck, *args), 'tft_predict')
+        assert f'--output {args[-1]} {why}; write the forecasts elsewhere' in line, line
+    assert _tree(data) == before and _tree(one_run) == run_before
+    r = run('tft_predict', '--checkpoint', ck, '--data', str(data), '--output', str(data / 'fc.txt'))   # not named as bars: fine there
+    assert r.returncode == 0 and (data / 'fc.txt').is_file(), r.stderr[-2000:]
+
+def test_predict_split_without_windows(one_run, tmp_path):
+    "--split val on bars that all come after the checkpoint's validation split: one line naming the file and the split."
+    f = tmp_path / 'recent.csv'; load_sample().query("symbol == 'sp500'").tail(300).to_csv(f, index=False)
+    line = _one_line(run('tft_predict', '--checkpoint', str(one_run / 'tft_best'), '--data', str(f), '--split', 'val', '--output', str(tmp_path / 'fc.csv')), 'tft_predict')
+    assert f"{f}: the checkpoint's val split has no windows in these bars: it starts at 2015-01-01" in line and '--split future' in line, line
+    assert not (tmp_path / 'fc.csv').exists()

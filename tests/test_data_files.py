@@ -333,7 +333,8 @@ def test_too_short_for_a_window(tmp_path):
     bars = read_ohlcv(p)
     with pytest.raises(DataError) as ei: make_windows(bars, DataConfig(encoder_length=16, horizon=5), source=str(p))
     assert p.name in str(ei.value) and 'too short' in str(ei.value)
-    make_windows(bars, DataConfig(encoder_length=14, horizon=5), source=str(p))  # 19 usable bars: exactly one window's worth
+    wd = make_windows(bars, DataConfig(encoder_length=14, horizon=5, val_start='2030-01-01', test_start='2030-01-01'), source=str(p))
+    assert len(wd.train) == 2   # 19 usable bars of each of the two symbols: exactly one window's worth each, all for training
 
 # %% other formats
 def test_parquet_roundtrip(tmp_path):
@@ -416,3 +417,9 @@ def test_sample_matches_arch_loaders():
         np.testing.assert_array_equal(got.index.tz_localize(None).values, ref.index.values)
         for col in ('open', 'high', 'low', 'close', 'volume'):
             np.testing.assert_array_equal(got[col].to_numpy(), ref[col.capitalize()].to_numpy(dtype='float64'), err_msg=f"{name}.{col}")
+
+def test_folder_with_a_broken_link(tmp_path):
+    "A data file in a folder that cannot be read (here a link to nothing) is an error naming it, not silently left out."
+    (tmp_path / 'a.csv').write_text(GOOD); os.symlink('gone.csv', tmp_path / 'b.csv')
+    expect_error(read_ohlcv, tmp_path, 'no such file')
+    assert 'b.csv' in str(pytest.raises(DataError, read_ohlcv, tmp_path).value)

@@ -11,8 +11,8 @@ import numpy as np, pandas as pd, torch
 from pandas.tseries.holiday import (Holiday, GoodFriday, USMartinLutherKingJr, USPresidentsDay, USMemorialDay, USLaborDay,
                                     USThanksgivingDay, nearest_workday, sunday_to_monday)
 from fastcore.script import call_parse, anno_parser, Param, store_true
-from .data import DataError, read_ohlcv, load_sample, bar_spacing, _check_choice
-from .windows import DataConfig, PRESETS, Scaler, Windows, WindowData, make_windows
+from .data import DataError, read_ohlcv, load_sample, bar_spacing, _check_choice, DATA_NAMES
+from .windows import DataConfig, PRESETS, Scaler, Windows, WindowData, make_windows, split_dates
 from .model import TFTConfig, TemporalFusionTransformer
 from .checkpoint import load_checkpoint, atomic_write, CheckpointError
 from .fit import TrainConfig, fit, test_metrics, predict, original_units, resolve_device, earlier_run_files, open_resume, run_data
@@ -20,7 +20,8 @@ from .fit import TrainConfig, fit, test_metrics, predict, original_units, resolv
 # %% auto #0
 __all__ = ['HOLIDAYS', 'load_bars', 'data_config', 'mixed_spacing', 'spacing_mismatch', 'default_known', 'config_lines',
            'parse_quantiles', 'activation_bytes', 'tft_train', 'main_train', 'observed_holidays', 'future_times',
-           'forecast_frame', 'load_model', 'checkpoint_data', 'future_windows', 'tft_predict', 'main_predict']
+           'forecast_frame', 'load_model', 'checkpoint_data', 'future_windows', 'output_clash', 'tft_predict',
+           'main_predict']
 
 # %% ../nbs/11_cli.ipynb #46032dde
 def load_bars(data: str | None) -> tuple[pd.DataFrame, str]:
@@ -77,17 +78,22 @@ def _setup(data, data_kw, model_kw, train_kw):
     bars, name = load_bars(data); spacing = bar_spacing(bars)
     if data is not None and data_kw.get('known') is None: dcfg = replace(dcfg, known=default_known(spacing))
     if warn := mixed_spacing(spacing): logging.getLogger('tft_nb').warning(f"{name}: {warn}")
-    wd = make_windows(bars, dcfg, source=name)
-    for split in ('train', 'val', 'test'):
+    wd = make_windows(bars, dcfg, source=name)   # it refuses a symbol without training windows
+    for split, start in zip(('val', 'test'), split_dates(wd.features.ts_event, dcfg)):
         if len(getattr(wd, split)) == 0:
-            raise DataError(f"{name}: the {split} split has no windows (--encoder-length {dcfg.encoder_length} + --horizon {dcfg.horizon} "
-                            f"with splits at {dcfg.val_start or f'{dcfg.val_frac:.0%} val'} / {dcfg.test_start or f'{dcfg.test_frac:.0%} test'}); use more data or shorter windows")
+            raise DataError(f"{name}: the {split} split has no windows: {_empty_split(wd, dcfg, start)}; move --val-start / --test-start, or use more data or shorter windows")
     mcfg = TFTConfig(**wd.spec.model_sizes(), **model_kw)
     device = resolve_device(tcfg.device)
     _check_memory(mcfg, device)                       # before the model is built: its size alone
     torch.manual_seed(tcfg.seed); model = _build(mcfg)
     _check_batch(model, wd.train, tcfg.batch_size, device)
     return tcfg, dcfg, wd, mcfg, model, name
+
+def _empty_split(wd: WindowData, cfg: DataConfig, start: pd.Timestamp) -> str:
+    "Why a split of `wd` that starts at `start` holds no window."
+    last = wd.features.ts_event.max()
+    if start > last: return f"it starts at {start}, after the last bar ({last})"
+    return f"it starts at {start}, and no symbol has a window of {cfg.encoder_length} + {cfg.horizon} bars whose last {cfg.horizon} are in it"
 
 def _device_memory(device: torch.device) -> int | None:
     "Total memory of `device` in bytes (a GPU's own memory, else the machine's RAM); None where the system does not say."
@@ -175,6 +181,8 @@ def tft_train(
     "Train a Temporal Fusion Transformer on OHLCV bars, with early stopping and checkpoints; report test metrics."
     log = logging.getLogger('tft_nb')
     if use_gpu and device == 'cpu': raise ValueError("--use-gpu asks for CUDA but --device is cpu; give one or the other")
+    if data is not None and Path(data).is_dir() and Path(checkpoint_dir).resolve() == Path(data).resolve():
+        raise ValueError(f"--checkpoint-dir {checkpoint_dir} is the --data folder: its metrics.csv would be read as bars by the next run; choose another folder")
     train_kw = dict(epochs=epochs, learning_rate=learning_rate, batch_size=batch_size, accumulate_grad_batches=accumulate_grad_batches,
                     grad_clip=grad_clip, optimizer=optimizer, weight_decay=weight_decay, lr_schedule=lr_schedule, lr_patience=lr_patience,
                     lr_factor=lr_factor, device='cuda' if use_gpu else device, bf16=not fp32, early_stopping_patience=early_stopping_patience,
@@ -202,6 +210,7 @@ def tft_train(
 def _dash_parser(func, prog: str) -> argparse.ArgumentParser:
     "fastcore's parser for `func`, with every `--snake_case` flag also spelt `--dash-case` (shown first)."
     p = anno_parser(func, prog)
+    p.error = lambda msg: p.exit(2, f"{prog}: error: {msg} ({prog} --help lists the flags)\n")   # one line, not the usage block
     for a in p._actions:
         for o in [o for o in a.option_strings if o.startswith('--') and '_' in o]:
             d = o.replace('_', '-'); a.option_strings.insert(0, d); p._option_string_actions[d] = a
@@ -225,7 +234,10 @@ def _run(func, prog: str, argv=None, interrupted=lambda args: 'nothing was writt
     p = _dash_parser(func, prog)
     args = {k: v for k, v in vars(p.parse_args(argv)).items() if k not in ('pdb', 'xtra')}
     logging.basicConfig(level=logging.INFO, format='%(message)s', stream=sys.stderr)
-    try: func.__wrapped__(**args)
+    try:
+        if empty := [k for k, v in args.items() if v == '']:   # `--data "$DATA"` with DATA unset: not the current folder
+            raise ValueError(f"{empty[0]} must be non-empty: give a value, or leave the flag out for its default")
+        func.__wrapped__(**args)
     except (DataError, CheckpointError, ValueError) as e:
         print(f"{prog}: error: {_as_flag(str(e), args)}", file=sys.stderr); sys.exit(2)
     except OSError as e:   # a folder that is a file, a read-only folder, a full disk: the path and the system's reason
@@ -347,6 +359,15 @@ def future_windows(bars: pd.DataFrame, side: dict, source: str = '<bars>') -> tu
     return wd, Windows(wd.train.enc, wd.train.dec, wd.train.tgt, wd.train.series, wd.train.time_idx, rows, cfg.encoder_length, cfg.horizon)
 
 # %% ../nbs/11_cli.ipynb #2d4ab6d8
+def output_clash(output, data, checkpoint) -> str | None:
+    "What writing forecasts to `output` would destroy: the `data` file, the next read of the `data` folder, or a file of the `checkpoint`'s run; else None."
+    out = Path(output).resolve()
+    if data is not None:
+        d = Path(data).resolve()
+        if out == d: return "is the --data file"
+        if d.is_dir() and out.parent == d and DATA_NAMES.search(out.name): return "is in the --data folder, where the next run would read it as bars"
+    if out in [p.resolve() for p in earlier_run_files(Path(checkpoint).parent, overwrite=True)]: return "is a file of the checkpoint's run"
+
 @call_parse
 def tft_predict(
     checkpoint: str = 'checkpoints/tft_best',  # checkpoint stem or file; the default is the best of `tft_train`'s default run
@@ -360,6 +381,7 @@ def tft_predict(
     _check_choice('--split', split, ('future', 'test', 'val'))
     if batch_size < 1: raise ValueError(f"--batch-size must be >= 1, got {batch_size}")
     if Path(output).is_dir(): raise ValueError(f"--output {output} is a folder; give a file name such as {Path(output) / 'forecasts.csv'}")
+    if why := output_clash(output, data, checkpoint): raise ValueError(f"--output {output} {why}; write the forecasts elsewhere")
     dev = resolve_device(device)
     model, side = load_model(checkpoint)
     model.to(dev)                                                # the windows follow the model (`predict`); forecasts come back to the CPU
@@ -374,6 +396,9 @@ def tft_predict(
         out = forecast_frame(model, wd, win, batch_size).drop(columns='actual')
     else:
         wd = make_windows(bars, cfg, scaler=scaler, symbols=trained, source=name)
+        if len(getattr(wd, split)) == 0:
+            raise DataError(f"{name}: the checkpoint's {split} split has no windows in these bars: {_empty_split(wd, cfg, split_dates(wd.features.ts_event, cfg)[split == 'test'])}; "
+                            "use --split future, or bars of that period")
         out = forecast_frame(model, wd, getattr(wd, split), batch_size)
     if skipped := sorted(set(bars.symbol.astype(str)) - set(out.symbol.astype(str))):
         why = (f"fewer bars than one window needs (encoder_length {cfg.encoder_length} after the first return)"

@@ -263,7 +263,7 @@ def read_ohlcv(path) -> pd.DataFrame:
     "Read a DBN, CSV or Parquet file, or a folder of them (the files named as such), into the checked tidy frame."
     path = Path(path)
     if not path.is_dir(): return check_bars(_read_one(path), path)
-    found = sorted(f for f in path.iterdir() if f.is_file() and not f.name.startswith('.'))
+    found = sorted(f for f in path.iterdir() if not f.is_dir() and not f.name.startswith('.'))   # a broken link too: its name is reported
     files = [f for f in found if DATA_NAMES.search(f.name)]
     if skipped := [f.name for f in found if not DATA_NAMES.search(f.name)]:
         logging.getLogger('tft_nb').info(f"{path}: skipped {len(skipped)} file(s) not named as bars: {_listed(skipped)}")

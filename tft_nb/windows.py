@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, asdict, replace
 from typing import NamedTuple, Iterator
 import numpy as np, pandas as pd, torch
 from torch import Tensor
-from .data import DataError, check_bars, load_sample, _check_choice
+from .data import DataError, check_bars, load_sample, _check_choice, _listed
 
 # %% auto #0
 __all__ = ['OBSERVED', 'CALENDAR', 'TARGETS', 'PRESETS', 'SPLITS', 'Batch', 'make_features', 'DataConfig', 'split_dates',
@@ -106,7 +106,8 @@ def split_dates(ts: pd.Series, cfg: DataConfig) -> tuple[pd.Timestamp, pd.Timest
     q = lambda frac: pd.Timestamp(u[min(len(u) - 1, int(np.floor(len(u) * (1 - frac))))], tz='UTC')
     val = pd.Timestamp(cfg.val_start, tz='UTC') if cfg.val_start else q(cfg.val_frac + cfg.test_frac)
     test = pd.Timestamp(cfg.test_start, tz='UTC') if cfg.test_start else q(cfg.test_frac)
-    if test < val: raise ValueError(f"test_start ({test}) is before val_start ({val})")
+    said = lambda k, t, frac: f"{k} ({t})" if getattr(cfg, k) else f"the default {k} ({t}: the last {frac:.0%} of the timestamps)"
+    if test < val: raise ValueError(f"{said('test_start', test, cfg.test_frac)} is before {said('val_start', val, cfg.val_frac + cfg.test_frac)}")
     return val, test
 
 def assign_splits(f: pd.DataFrame, cfg: DataConfig) -> np.ndarray:
@@ -242,6 +243,15 @@ def _split_origins(series, time_idx, split, te: int, td: int) -> dict:
     return out
 
 # %% ../nbs/01_windows.ipynb #135244c9
+def _check_training(f: pd.DataFrame, bars: pd.DataFrame, train_rows: np.ndarray, symbols: list, cfg: DataConfig, source: str):
+    "Refuse to train when a symbol has no training window: the model would never learn it, and its scaling and baselines would have nothing to fit."
+    have = np.bincount(f.series.to_numpy()[train_rows], minlength=len(symbols))
+    if none := [str(s) for s, k in zip(symbols, have) if k == 0]:
+        val, first = split_dates(f.ts_event, cfg)[0], bars.ts_event[bars.symbol.astype(str).isin(none)].min()
+        raise DataError(f"{source}: no training windows for {_listed(none)}: one needs encoder_length + horizon = {cfg.encoder_length + cfg.horizon} "
+                        f"of a symbol's bars (after its first) before the validation split, which starts at {val} (val_start), and their bars "
+                        f"start at {first}; move val_start, give more data before it, or drop {'that symbol' if len(none) == 1 else 'those symbols'}")
+
 def make_windows(bars: pd.DataFrame, cfg: DataConfig = DataConfig(), scaler: Scaler | None = None,
                  symbols: list | None = None, source: str = '<bars>') -> WindowData:
     "Features, splits, train-only scaling and windows of tidy `bars` for `cfg`."
@@ -255,6 +265,8 @@ def make_windows(bars: pd.DataFrame, cfg: DataConfig = DataConfig(), scaler: Sca
         raise DataError(f"{source}: every series is too short for one window: longest has {0 if f.empty else short.max()} usable bars "
                         f"(one bar is used up by the first return), need encoder_length + horizon = {need}")
     f['split'] = assign_splits(f, cfg)
+    origins = _split_origins(f.series.to_numpy(), f.time_idx.to_numpy(), f.split.to_numpy(), cfg.encoder_length, cfg.horizon)
+    if scaler is None: _check_training(f, bars, origins['train'], symbols, cfg, source)
     names = list(dict.fromkeys(cfg.encoder_vars + cfg.known + (cfg.target,)))
     x = f[names].to_numpy('float64')
     g = f.series.to_numpy() if cfg.per_symbol else np.zeros(len(f), dtype=np.int64)
@@ -265,7 +277,6 @@ def make_windows(bars: pd.DataFrame, cfg: DataConfig = DataConfig(), scaler: Sca
     col = lambda vs: [names.index(v) for v in vs]
     enc, dec, tgt = z[:, col(cfg.encoder_vars)], z[:, col(cfg.known)], z[:, names.index(cfg.target)]
     series, tidx = torch.tensor(f.series.to_numpy()), torch.tensor(f.time_idx.to_numpy())
-    origins = _split_origins(f.series.to_numpy(), f.time_idx.to_numpy(), f.split.to_numpy(), cfg.encoder_length, cfg.horizon)
     win = {k: Windows(enc, dec, tgt, series, tidx, torch.tensor(o), cfg.encoder_length, cfg.horizon) for k, o in origins.items()}
     spec = DataSpec(list(cfg.encoder_vars), list(cfg.known), ['symbol'], [len(symbols)], symbols, cfg.target, cfg.encoder_length, cfg.horizon)
     return WindowData(spec, scaler, f, **win)
