@@ -397,7 +397,7 @@ def tft_predict(
     else:
         wd = make_windows(bars, cfg, scaler=scaler, symbols=trained, source=name)
         if len(getattr(wd, split)) == 0:
-            raise DataError(f"{name}: the checkpoint's {split} split has no windows in these bars: {_empty_split(wd, cfg, split_dates(wd.features.ts_event, cfg)[split == 'test'])}; "
+            raise DataError(f"{name}: the checkpoint's {split} split has no windows in these bars: {_empty_split(wd, cfg, dict(zip(('val', 'test'), split_dates(wd.features.ts_event, cfg)))[split])}; "
                             "use --split future, or bars of that period")
         out = forecast_frame(model, wd, getattr(wd, split), batch_size)
     if skipped := sorted(set(bars.symbol.astype(str)) - set(out.symbol.astype(str))):
