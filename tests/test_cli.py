@@ -1,5 +1,5 @@
 "End-to-end tests of the console scripts: a short run, forecasts, one-line errors, and a killed run resumed exactly."
-import json, os, signal, subprocess, sys, time
+import json, os, shutil, signal, subprocess, sys, time
 from pathlib import Path
 import numpy as np, pandas as pd, pytest, torch
 from safetensors.torch import load_file
@@ -241,6 +241,17 @@ def test_resume_into_another_run_is_refused_and_into_a_new_folder_works(one_run,
     assert pd.read_csv(new / 'metrics.csv').epoch.tolist() == [1, 2, 3]
     best = json.loads((new / 'tft_best.json').read_text())['epoch']
     assert best == json.loads((new / 'tft_last.json').read_text())['best_epoch']   # the best so far, carried into the new folder
+
+def test_overwrite_interrupted_before_its_first_checkpoint_keeps_the_earlier_run(one_run, tmp_path):
+    "Ctrl-C in the first epoch of an --overwrite run: the earlier run's files are all still there, and the line says so."
+    ck = tmp_path / 'ck'; shutil.copytree(one_run, ck); before = _tree(ck)
+    p = subprocess.Popen(['tft_train', '--epochs', '2', *SMALL, '--batch-size', '64', '--device', 'cpu', '--checkpoint-dir', str(ck), '--overwrite'],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    while not (line := p.stderr.readline()).startswith('Model:'): assert line, 'the run ended before training'   # the first epoch begins
+    p.send_signal(signal.SIGINT); err = p.communicate(timeout=60)[1]
+    assert p.returncode == 130 and err.strip().splitlines()[-1] == (
+        f"tft_train: interrupted; no checkpoint of this run yet: the earlier run in {ck} is whole (--overwrite replaces it at this run's first checkpoint)"), err[-3000:]
+    assert _tree(ck) == before
 
 def test_predict_skips_untrained_symbols(one_run, tmp_path):
     "A file with a symbol the model was not trained on: forecasts for the others, and a warning naming it."

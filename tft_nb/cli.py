@@ -4,7 +4,7 @@
 
 # %% ../nbs/11_cli.ipynb #bc0eceb5
 from __future__ import annotations
-import argparse, json, logging, os, re, sys
+import argparse, json, logging, os, re, sys, time
 from dataclasses import asdict, replace
 from pathlib import Path
 import numpy as np, pandas as pd, torch
@@ -229,11 +229,12 @@ def _as_flag(msg: str, flags) -> str:
     msg = _NAMES.sub(run, msg)
     return re.sub(r'(^|\(|; )([a-z]+)(?= must be | \S+ -> )', lambda m: m[1] + flag(m[2]), msg)
 
-def _run(func, prog: str, argv=None, interrupted=lambda args: 'nothing was written'):
-    "Parse `argv` for `func` and run it; user errors become one line on stderr and exit status 2, Ctrl-C one line saying what `interrupted(args)` says is left, and status 130."
+def _run(func, prog: str, argv=None, interrupted=lambda args, since: 'nothing was written'):
+    "Parse `argv` for `func` and run it; user errors become one line on stderr and exit status 2, Ctrl-C one line saying what `interrupted(args, since)` says is left (`since`: when the run started), and status 130."
     p = _dash_parser(func, prog)
     args = {k: v for k, v in vars(p.parse_args(argv)).items() if k not in ('pdb', 'xtra')}
     logging.basicConfig(level=logging.INFO, format='%(message)s', stream=sys.stderr)
+    started = time.time()
     try:
         if empty := [k for k, v in args.items() if v == '']:   # `--data "$DATA"` with DATA unset: not the current folder
             raise ValueError(f"{empty[0]} must be non-empty: give a value, or leave the flag out for its default")
@@ -244,13 +245,15 @@ def _run(func, prog: str, argv=None, interrupted=lambda args: 'nothing was writt
         path = e.filename                  # `atomic_write` names the file it writes, not its temporary file
         print(f"{prog}: error: {path or ''}{': ' if path else ''}{e.strerror or e}", file=sys.stderr); sys.exit(2)
     except KeyboardInterrupt:   # Ctrl-C: not an error, no traceback; 130 is what shells report for SIGINT
-        print(f"{prog}: interrupted; {interrupted(args)}", file=sys.stderr); sys.exit(130)
+        print(f"{prog}: interrupted; {interrupted(args, started)}", file=sys.stderr); sys.exit(130)
 
-def _resume_hint(args: dict) -> str:
-    "What an interrupted `tft_train` leaves: the checkpoint that `--resume last` continues from (whole: see `deferred_interrupt`)."
+def _resume_hint(args: dict, since: float = 0.0) -> str:
+    "What an interrupted `tft_train` (started at `since`) leaves: the checkpoint that `--resume last` continues from (whole: see `deferred_interrupt`), or, under `--overwrite` before the first checkpoint, the earlier run."
     last = Path(args['checkpoint_dir']) / 'tft_last'
-    try: epoch = json.loads(last.with_name('tft_last.json').read_text())['epoch']
+    try: side = last.with_name('tft_last.json'); epoch = json.loads(side.read_text())['epoch']; mtime = side.stat().st_mtime
     except (OSError, ValueError, TypeError, KeyError): return f"no checkpoint in {args['checkpoint_dir']} yet"
+    if args.get('overwrite') and mtime <= since:
+        return f"no checkpoint of this run yet: the earlier run in {args['checkpoint_dir']} is whole (--overwrite replaces it at this run's first checkpoint)"
     return f"{last} holds epoch {epoch}: the same command with --resume last continues from it"
 
 def main_train(argv=None):

@@ -276,6 +276,12 @@ def _resume(r: Resume, model, opt, sched, es, gen, log) -> tuple[int, int, list]
     return side['epoch'], side['global_step'], side['history']
 
 # %% ../nbs/10_fit.ipynb #c02bfda3
+def _remove(old: list[Path], log) -> list:
+    "Remove an earlier run's files `old` (`overwrite`), just before this run writes its own; returns what is left of them: none."
+    for p in old: p.unlink(missing_ok=True)
+    if old: log.info(f"Removed {len(old)} file(s) of an earlier run from {old[0].parent} (overwrite)")
+    return []
+
 def fit(model: TemporalFusionTransformer, data: WindowData, cfg: TrainConfig = TrainConfig(), data_config: DataConfig | None = None,
         resume: str | Resume | None = None, log: logging.Logger | None = None, progress: bool | None = None) -> FitResult:
     "Train `model` on `data.train`, validating on `data.val`; checkpoints and metrics.csv go to `cfg.checkpoint_dir`."
@@ -285,9 +291,7 @@ def fit(model: TemporalFusionTransformer, data: WindowData, cfg: TrainConfig = T
     ckpt = Path(cfg.checkpoint_dir)
     entry = run_data(data, data_config)
     r = resume if isinstance(resume, Resume) else open_resume(resume, cfg, model.config.to_dict(), entry) if resume else None   # checked before any write
-    if old := earlier_run_files(ckpt, cfg.overwrite, r and r.stem):
-        for p in old: p.unlink()
-        log.info(f"Removed {len(old)} file(s) of an earlier run from {ckpt} (overwrite)")
+    old = earlier_run_files(ckpt, cfg.overwrite, r and r.stem)   # removed at this run's first write: a run that fails before it leaves them whole
     ckpt.mkdir(parents=True, exist_ok=True)
     try: tempfile.TemporaryFile(dir=ckpt).close()       # an unwritable folder fails now, not after the first epoch
     except OSError as e: raise OSError(e.errno, f"cannot write checkpoints here ({e.strerror})", str(ckpt)) from None
@@ -300,7 +304,8 @@ def fit(model: TemporalFusionTransformer, data: WindowData, cfg: TrainConfig = T
     if r and es.stopped: log.info(f"Nothing left to train: the resumed run had stopped early ({es.reason})")
     elif r and start >= cfg.epochs: log.info(f"Nothing left to train: the resumed run has trained {start} of the {cfg.epochs} epoch(s) asked for (raise epochs, --epochs on the command line, to go on)")
     best_state = r.best[0] if r and r.best else None
-    if r and r.best and r.stem.parent.resolve() != ckpt.resolve(): save_checkpoint(ckpt / 'tft_best', *r.best)   # resumed into a new folder
+    if r and r.best and r.stem.parent.resolve() != ckpt.resolve():   # resumed into a new folder
+        old = _remove(old, log); save_checkpoint(ckpt / 'tft_best', *r.best)
     meta = dict(model_config=model.config.to_dict(), data=entry, train_config=asdict(cfg))
     n_batches = math.ceil(len(dd.train) / cfg.batch_size)
     for epoch in range(start, cfg.epochs):
@@ -331,6 +336,7 @@ def fit(model: TemporalFusionTransformer, data: WindowData, cfg: TrainConfig = T
                            rng=rrest, history=history)
         last_epoch = es.stopped or epoch + 1 == cfg.epochs
         with deferred_interrupt():                       # Ctrl-C waits until the epoch's files are all written
+            old = _remove(old, log)
             _write_metrics(ckpt / 'metrics.csv', history)
             if improved: best_state = weights; save_checkpoint(ckpt / 'tft_best', weights, info)
             if cfg.checkpoint_frequency and ((epoch + 1) % cfg.checkpoint_frequency == 0 or last_epoch):
