@@ -261,6 +261,7 @@ def test_predict_skips_untrained_symbols(one_run, tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     assert f"{tmp_path / 'bars.csv'}: no forecasts for NEW: not among the trained symbols ['nasdaq', 'sp500']" in r.stderr
     assert set(pd.read_csv(tmp_path / 'fc.csv').symbol) == {'sp500'}
+    assert r.stderr.strip().splitlines()[-1] == f"Wrote 5 forecasts (5 steps from each of 1 origin, 1 symbol) to {tmp_path / 'fc.csv'}", r.stderr[-500:]
 
 def test_predict_refuses_bad_inputs(one_run, tmp_path):
     line = _one_line(run('tft_predict', '--checkpoint', str(one_run / 'tft_best'), '--batch-size', '0'), 'tft_predict')

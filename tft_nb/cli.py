@@ -409,7 +409,8 @@ def tft_predict(
         log.warning(f"{name}: no forecasts for {', '.join(skipped)}: {why}")
     Path(output).parent.mkdir(parents=True, exist_ok=True)
     atomic_write(output, out.to_csv(index=False).encode())   # the whole table or, after a crash, the old file
-    log.info(f"Wrote {len(out)} forecasts ({cfg.horizon} steps from each of {len(out) // cfg.horizon} origins, {out.symbol.nunique()} symbols) to {output}")
+    n = lambda k, thing: f"{k} {thing}{'s' * (k != 1)}"
+    log.info(f"Wrote {n(len(out), 'forecast')} ({n(cfg.horizon, 'step')} from each of {n(len(out) // cfg.horizon, 'origin')}, {n(out.symbol.nunique(), 'symbol')}) to {output}")
     return out
 
 def main_predict(argv=None):
