@@ -69,6 +69,7 @@ def _digest(b: bytes) -> dict: return dict(size=len(b), sha256=hashlib.sha256(b)
 def save_checkpoint(stem, weights: dict[str, Tensor], meta: dict, train_state: dict[str, Tensor] | None = None) -> dict:
     "Write `stem`.safetensors (+ `stem`.train.safetensors) and, last, the `stem`.json sidecar; returns the sidecar."
     stem = Path(stem)
+    json.dumps(meta, default=_json_default)                      # a sidecar that can't be written fails now, before any file is replaced
     files = {'weights': (stem.with_name(stem.name + '.safetensors'), weights)}
     if train_state is not None: files['train_state'] = (stem.with_name(stem.name + '.train.safetensors'), train_state)
     side = dict(meta, files={}, timestamp=time.strftime('%Y-%m-%dT%H:%M:%S%z'), versions=versions())

@@ -21,8 +21,8 @@ from .checkpoint import (save_checkpoint, load_checkpoint, optimizer_state, load
 
 # %% auto #0
 __all__ = ['DEVICES', 'HISTORY_COLUMNS', 'RESUME_MAY_CHANGE', 'RESUME_STATE', 'TrainConfig', 'resolve_device', 'train_step',
-           'predict', 'evaluate_loss', 'original_units', 'baseline_forecast', 'forecast_metrics', 'test_metrics',
-           'FitResult', 'resume_stem', 'earlier_run_files', 'Resume', 'run_data', 'open_resume', 'fit']
+           'predict', 'evaluate_loss', 'original_units', 'untrained_symbols', 'baseline_forecast', 'forecast_metrics',
+           'test_metrics', 'FitResult', 'resume_stem', 'earlier_run_files', 'Resume', 'run_data', 'open_resume', 'fit']
 
 # %% ../nbs/10_fit.ipynb #d036a94e
 DEVICES = ('auto', 'cpu', 'cuda')   # the device names `TrainConfig`, `resolve_device` and the commands' --device accept
@@ -95,13 +95,16 @@ def train_step(model, opt: torch.optim.Optimizer, micro: list[Batch], grad_clip:
 # %% ../nbs/10_fit.ipynb #409b8ab9
 @torch.inference_mode()
 def predict(model, windows: Windows, batch_size: int = 256, autocast: bool = False) -> Tensor:
-    "Quantile forecasts (N, Td, Q) of every window of `windows`, in scaled units, on the CPU; computed where the model is (the windows go there)."
-    model.eval()
+    "Quantile forecasts (N, Td, Q) of every window of `windows`, in scaled units, on the CPU; computed where the model is (the windows go there), in eval mode (the model's own mode is restored)."
+    was_training = model.training
     outs, windows = [], windows.to(next(model.parameters()).device)   # after `fit` on CUDA the model stays there
-    for b in windows.batches(batch_size):
-        with torch.autocast(b.target.device.type, dtype=torch.bfloat16) if autocast else contextlib.nullcontext():
-            outs.append(model(b).quantiles.float())
-    return torch.cat(outs).cpu()
+    try:
+        model.eval()
+        for b in windows.batches(batch_size):
+            with torch.autocast(b.target.device.type, dtype=torch.bfloat16) if autocast else contextlib.nullcontext():
+                outs.append(model(b).quantiles.float())
+    finally: model.train(was_training)
+    return torch.cat(outs).cpu() if outs else torch.empty(0, windows.horizon, len(model.config.quantiles))
 
 @torch.inference_mode()
 def evaluate_loss(model, windows: Windows, batch_size: int = 256, autocast: bool = False) -> float:
@@ -122,6 +125,11 @@ def _past_target(data: WindowData, w: Windows, n: int) -> np.ndarray:
     j = data.spec.encoder_vars.index(data.spec.target)
     return original_units(data, w, w.enc[w.rows[:, None] + torch.arange(1 - n, 1, device=w.rows.device), j].cpu())
 
+def untrained_symbols(data: WindowData, windows: Windows) -> list:
+    "The symbols of `windows` that have no training window in `data` (for new bars of a checkpoint's symbols, say)."
+    have = lambda w: set(torch.unique(w.series[w.rows]).tolist())
+    return sorted(data.spec.symbols[k] for k in have(windows) - have(data.train))
+
 def baseline_forecast(data: WindowData, windows: Windows, quantiles, kind: str = 'persistence', window: int = 22) -> np.ndarray:
     "Naive forecasts (N, Td, Q) in original units: a point forecast plus training-residual quantiles per series and horizon."
     _check_choice('kind', kind, ('persistence', 'rolling_mean'))
@@ -130,7 +138,10 @@ def baseline_forecast(data: WindowData, windows: Windows, quantiles, kind: str =
     tr = data.train
     res = original_units(data, tr, tr.targets().cpu()) - point(tr)                # (Ntr, Td)
     s_tr, s = tr.series[tr.rows].cpu().numpy(), windows.series[windows.rows].cpu().numpy()
-    rq = np.stack([np.quantile(res[s_tr == k], quantiles, axis=0).T for k in range(len(data.spec.symbols))])  # (S, Td, Q)
+    if none := untrained_symbols(data, windows):
+        raise ValueError(f"baselines need training residuals of each symbol they forecast; {_listed(none)} {'has' if len(none) == 1 else 'have'} no training window in this data")
+    rq = np.stack([np.quantile(res[s_tr == k], quantiles, axis=0).T if (s_tr == k).any() else np.full((res.shape[1], len(quantiles)), np.nan)
+                   for k in range(len(data.spec.symbols))])   # (S, Td, Q); NaN for symbols that `windows` does not hold
     if kind == 'persistence' and 0.5 in quantiles: rq[..., list(quantiles).index(0.5)] = 0.0   # P50 = the last value
     return point(windows)[:, :, None] + rq[s]
 
@@ -152,6 +163,9 @@ def test_metrics(model, data: WindowData, batch_size: int = 256, pred: Tensor | 
     y = original_units(data, data.test, data.test.targets().cpu())
     tft = original_units(data, data.test, predict(model, data.test, batch_size) if pred is None else pred)
     rows = {'TFT': forecast_metrics(tft, y, q)}
+    if none := untrained_symbols(data, data.test):   # bars of a later period, with the checkpoint's scaler: nothing to fit the baselines on
+        logging.getLogger('tft_nb').warning(f"test metrics without the naive baselines: {_listed(none)} {'has' if len(none) == 1 else 'have'} no training window in this data")
+        return pd.DataFrame(rows).T
     for kind in ('persistence', 'rolling_mean'):
         rows[kind if kind == 'persistence' else 'rolling_mean_22'] = forecast_metrics(baseline_forecast(data, data.test, q, kind), y, q)
     return pd.DataFrame(rows).T
@@ -201,8 +215,8 @@ def earlier_run_files(ckpt: Path, overwrite: bool = False, resume: str | None = 
     if not Path(ckpt).is_dir() or (resume and resume_stem(resume, ckpt).parent.resolve() == Path(ckpt).resolve()): return []
     old = sorted(p for p in Path(ckpt).glob('tft_*') if p.suffix in ('.safetensors', '.json')) + [p for p in [Path(ckpt) / 'metrics.csv'] if p.exists()]
     if old and not overwrite:
-        raise ValueError(f"checkpoint dir {ckpt} already holds a training run ({_listed([p.name for p in old], 3)}): resume it (--resume last), "
-                         "replace it (--overwrite) or choose another --checkpoint-dir")
+        raise ValueError(f"checkpoint dir {ckpt} already holds a training run ({_listed([p.name for p in old], 3)}): resume it (resume='last', --resume last), "
+                         "replace it (overwrite=True, --overwrite) or choose another checkpoint_dir")
     return old
 
 RESUME_MAY_CHANGE = ('epochs', 'checkpoint_dir', 'checkpoint_frequency', 'device', 'bf16', 'verbose', 'overwrite', 'restore_best')
@@ -289,6 +303,8 @@ def fit(model: TemporalFusionTransformer, data: WindowData, cfg: TrainConfig = T
     progress = sys.stderr.isatty() if progress is None else progress
     device = resolve_device(cfg.device); autocast = cfg.bf16 and device.type == 'cuda'
     ckpt = Path(cfg.checkpoint_dir)
+    if empty := [k for k in ('train', 'val') if len(getattr(data, k)) == 0]:   # before an epoch is spent
+        raise ValueError(f"data has no {' or '.join(empty)} windows: fit trains on data.train and stops early on data.val; give more data or other splits")
     entry = run_data(data, data_config)
     r = resume if isinstance(resume, Resume) else open_resume(resume, cfg, model.config.to_dict(), entry) if resume else None   # checked before any write
     old = earlier_run_files(ckpt, cfg.overwrite, r and r.stem)   # removed at this run's first write: a run that fails before it leaves them whole

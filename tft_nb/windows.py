@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, asdict, replace
 from typing import NamedTuple, Iterator
 import numpy as np, pandas as pd, torch
 from torch import Tensor
-from .data import DataError, check_bars, load_sample, _check_choice, _listed
+from .data import DataError, check_bars, load_sample, normalize_columns, _check_choice, _listed, _tidy
 
 # %% auto #0
 __all__ = ['OBSERVED', 'CALENDAR', 'TARGETS', 'PRESETS', 'SPLITS', 'Batch', 'make_features', 'DataConfig', 'split_dates',
@@ -71,7 +71,7 @@ class DataConfig:
     test_frac: float = 0.15             # share of timestamps in test when test_start is None
 
     def __post_init__(self):
-        self.observed, self.known = tuple(self.observed), tuple(self.known)
+        self.observed, self.known = ((v,) if isinstance(v, str) else tuple(v) for v in (self.observed, self.known))   # 'dow' is one name, not three letters
         for k in ('encoder_length', 'horizon'):
             if getattr(self, k) < 1: raise ValueError(f"{k} must be >= 1, got {getattr(self, k)}")
         if self.target not in TARGETS: raise ValueError(f"target must be one of {TARGETS}, got {self.target!r}")
@@ -254,7 +254,9 @@ def _check_training(f: pd.DataFrame, bars: pd.DataFrame, train_rows: np.ndarray,
 
 def make_windows(bars: pd.DataFrame, cfg: DataConfig = DataConfig(), scaler: Scaler | None = None,
                  symbols: list | None = None, source: str = '<bars>') -> WindowData:
-    "Features, splits, train-only scaling and windows of tidy `bars` for `cfg`."
+    "Features, splits, train-only scaling and windows of `bars` (a frame `read_ohlcv` would accept: named, typed, checked and grouped by symbol here) for `cfg`."
+    if not isinstance(cfg, DataConfig): raise TypeError(f"cfg must be a DataConfig (such as PRESETS['ohlcv_gk_logvol_tft_v1']), got {type(cfg).__name__}")
+    bars = check_bars(_tidy(normalize_columns(bars, source)), source)   # a frame built by hand gets the checks a file gets: no NaN, times increasing
     f = make_features(bars)
     symbols = list(symbols) if symbols is not None else sorted(f.symbol.unique())
     series = pd.Categorical(f.symbol.astype(str), categories=symbols).codes.astype('int64')
