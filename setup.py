@@ -9,6 +9,7 @@ cfg = config['DEFAULT']
 cfg_keys = 'version description keywords author author_email'.split()
 expected = cfg_keys + "lib_name user branch license status min_python audience language".split()
 for o in expected: assert o in cfg, "missing expected setting: {}".format(o)
+assert 1 <= int(cfg['status']) <= 7, "settings.ini's status must be a Development Status classifier's number, 1 to 7"
 setup_cfg = {o:cfg[o] for o in cfg_keys}
 
 licenses = {'apache2': ('Apache Software License 2.0','OSI Approved :: Apache Software License')}

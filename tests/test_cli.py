@@ -96,7 +96,9 @@ def test_intraday_databento_folder(tmp_path):
     (['--lr-schedule', 'cosine'], "--lr-schedule must be 'plateau' or 'constant', got 'cosine'"),
     (['--lr-factor', '1'], '--lr-factor must be in (0, 1), got 1.0'),
     (['--lr-patience', '-1'], '--lr-patience must be >= 0, got -1'),
-    (['--val-start', '1990-01-01'], "no training windows for nasdaq, sp500: one needs --encoder-length + --horizon = 65 of a symbol's bars"),
+    (['--val-start', '1990-01-01'], "no training windows for nasdaq, sp500: a window needs --encoder-length + --horizon + 1 = 66 of a symbol's bars before "
+                                    "the validation split, which starts at 1990-01-01 00:00:00+00:00 (--val-start), and before it nasdaq has 0, sp500 has 0"),
+    (['--val-start', '2016-01-01', '--test-start', '2016-01-01'], 'the val split has no windows: it is empty: it starts and ends at 2016-01-01 00:00:00+00:00 (--val-start = --test-start)'),
     (['--val-start', '2030-01-01', '--test-start', '2031-01-01'], 'the val split has no windows: it starts at 2030-01-01 00:00:00+00:00, after the last bar (2018-12-31'),
     (['--epochs', 'abc'], "argument --epochs: invalid int value: 'abc' (tft_train --help lists the flags)"),   # argparse's own error, in one line
     (['--data', ''], '--data must be non-empty'),                       # `--data "$DATA"` with DATA unset: not the current folder
@@ -198,7 +200,7 @@ def test_symbol_without_training_windows(tmp_path):
     b = load_sample(); f = tmp_path / 'late.csv'
     pd.concat([b[b.symbol == 'sp500'].tail(400), b[b.symbol == 'nasdaq'].tail(5)]).to_csv(f, index=False)
     line = _one_line(run('tft_train', '--data', str(f), '--epochs', '1', *SMALL, '--checkpoint-dir', str(tmp_path / 'ck')))
-    assert f'{f}: no training windows for nasdaq:' in line and 'their bars start at 2018-12-24' in line, line
+    assert f'{f}: no training windows for nasdaq:' in line and '(by default: the last 30% of the timestamps), and before it nasdaq has 0;' in line, line
     assert not (tmp_path / 'ck').exists()
 
 def test_checkpoint_dir_is_not_the_data_folder(tmp_path):
@@ -252,6 +254,14 @@ def test_overwrite_interrupted_before_its_first_checkpoint_keeps_the_earlier_run
     assert p.returncode == 130 and err.strip().splitlines()[-1] == (
         f"tft_train: interrupted; no checkpoint of this run yet: the earlier run in {ck} is whole (--overwrite replaces it at this run's first checkpoint)"), err[-3000:]
     assert _tree(ck) == before
+
+def test_overwrite_when_resuming_into_a_folder_with_another_run(one_run, tmp_path):
+    "--resume from one folder into another that holds an earlier run, with --overwrite: the earlier run's files go before the carried tft_best is written."
+    ck = tmp_path / 'ck'; shutil.copytree(one_run, ck); (ck / 'tft_epoch_009.json').write_text('{}')   # an earlier run, with a file this one never writes
+    r = run('tft_train', '--epochs', '2', *SMALL, '--batch-size', '256', '--checkpoint-dir', str(ck), '--resume', str(one_run / 'tft_last'), '--overwrite')
+    assert r.returncode == 0 and 'Nothing left to train' in r.stderr, r.stderr[-2000:]
+    assert sorted(os.listdir(ck)) == ['tft_best.json', 'tft_best.safetensors'], os.listdir(ck)   # the earlier run gone, the run's best carried
+    assert json.loads((ck / 'tft_best.json').read_text())['epoch'] == json.loads((one_run / 'tft_best.json').read_text())['epoch']
 
 def test_predict_skips_untrained_symbols(one_run, tmp_path):
     "A file with a symbol the model was not trained on: forecasts for the others, and a warning naming it."
@@ -310,5 +320,5 @@ def test_predict_split_without_windows(one_run, tmp_path):
     "--split val on bars that all come after the checkpoint's validation split: one line naming the file and the split."
     f = tmp_path / 'recent.csv'; load_sample().query("symbol == 'sp500'").tail(300).to_csv(f, index=False)
     line = _one_line(run('tft_predict', '--checkpoint', str(one_run / 'tft_best'), '--data', str(f), '--split', 'val', '--output', str(tmp_path / 'fc.csv')), 'tft_predict')
-    assert f"{f}: the checkpoint's val split has no windows in these bars: it starts at 2015-01-01" in line and '--split future' in line, line
+    assert f"{f}: the checkpoint's val split has no windows in these bars: it ends at 2017-01-01 00:00:00+00:00, before these bars begin" in line and '--split future' in line, line
     assert not (tmp_path / 'fc.csv').exists()

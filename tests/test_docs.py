@@ -40,6 +40,13 @@ def test_links_between_pages_find_their_anchors(site):
             if (page or p) not in ids or (anchor and anchor not in ids[page or p])]
     assert not dead, f"links to missing pages or anchors (page, target, anchor): {dead}"
 
+def test_anchor_fixing_keeps_links_that_find_their_id():
+    "A link is pointed at another case of its anchor only when the page has no id of that exact spelling (`dropout` and `Dropout` both exist in gating)."
+    import build_docs
+    page = '<h3 id="Dropout"></h3><h3 id="dropout"></h3><a href="#dropout"></a><a href="#Dropout"></a><a href="b.html#gateaddnorm"></a>'
+    fixed = build_docs._fix_anchors({'a.html': page, 'b.html': '<h3 id="GateAddNorm"></h3>'})['a.html']
+    assert re.findall(r'href="([^"]+)"', fixed) == ['#dropout', '#Dropout', 'b.html#GateAddNorm'], fixed
+
 def test_landing_page_image_is_there(site):
     html = (site / 'index.html').read_text()
     imgs = re.findall(r'<img[^>]+src="([^"]+)"', html)

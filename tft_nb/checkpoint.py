@@ -4,7 +4,7 @@
 
 # %% ../nbs/09_checkpoint.ipynb #2acfb40c
 from __future__ import annotations
-import contextlib, hashlib, json, os, platform, random, signal, tempfile, threading, time
+import contextlib, hashlib, json, os, platform, random, signal, threading, time
 from pathlib import Path
 import numpy as np, torch
 from torch import Tensor
@@ -23,10 +23,11 @@ def atomic_write(path, data: bytes):
     path = Path(path)
     named = lambda e: OSError(e.errno, e.strerror, str(path))   # an OS error names `path`, not the temporary file
     real = Path(os.path.realpath(path))                          # through a symbolic link, as open() writes, not over it
-    try: fd, tmp = tempfile.mkstemp(prefix=f'.{real.name}.', suffix='.tmp', dir=real.parent)
+    tmp = real.with_name(f'.{real.name}.{os.urandom(6).hex()}.tmp')
+    try: fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)   # the mode open() gives: the system applies the umask
     except OSError as e: raise named(e) from None
     try:
-        os.fchmod(fd, _file_mode(real))                      # mkstemp's file is private (0o600); give it open()'s mode
+        if real.exists(): os.fchmod(fd, real.stat().st_mode & 0o7777)   # a replaced file keeps its mode
         with os.fdopen(fd, 'wb') as f: f.write(data); f.flush(); os.fsync(f.fileno())
         os.replace(tmp, real)
     except BaseException as e:
@@ -37,12 +38,6 @@ def atomic_write(path, data: bytes):
     try: os.fsync(dfd)
     finally: os.close(dfd)
 
-def _file_mode(path) -> int:
-    "The permissions `open(path, 'w')` would leave: an existing file's own, else 0o666 less the umask."
-    try: return os.stat(path).st_mode & 0o7777
-    except FileNotFoundError: pass
-    umask = os.umask(0); os.umask(umask)
-    return 0o666 & ~umask
 
 # %% ../nbs/09_checkpoint.ipynb #b6bfb5b7
 @contextlib.contextmanager

@@ -79,9 +79,9 @@ def _setup(data, data_kw, model_kw, train_kw):
     if data is not None and data_kw.get('known') is None: dcfg = replace(dcfg, known=default_known(spacing))
     if warn := mixed_spacing(spacing): logging.getLogger('tft_nb').warning(f"{name}: {warn}")
     wd = make_windows(bars, dcfg, source=name)   # it refuses a symbol without training windows
-    for split, start in zip(('val', 'test'), split_dates(wd.features.ts_event, dcfg)):
-        if len(getattr(wd, split)) == 0:
-            raise DataError(f"{name}: the {split} split has no windows: {_empty_split(wd, dcfg, start)}; move --val-start / --test-start, or use more data or shorter windows")
+    for split in ('val', 'test'):
+        if why := _empty_split(wd, dcfg, split):
+            raise DataError(f"{name}: the {split} split has no windows: {why}; move --val-start / --test-start, or use more data or shorter windows")
     mcfg = TFTConfig(**wd.spec.model_sizes(), **model_kw)
     device = resolve_device(tcfg.device)
     _check_memory(mcfg, device)                       # before the model is built: its size alone
@@ -89,11 +89,15 @@ def _setup(data, data_kw, model_kw, train_kw):
     _check_batch(model, wd.train, tcfg.batch_size, device)
     return tcfg, dcfg, wd, mcfg, model, name
 
-def _empty_split(wd: WindowData, cfg: DataConfig, start: pd.Timestamp) -> str:
-    "Why a split of `wd` that starts at `start` holds no window."
-    last = wd.features.ts_event.max()
+def _empty_split(wd: WindowData, cfg: DataConfig, split: str) -> str | None:
+    "Why `split` ('val' or 'test') of `wd` holds no window, or None when it holds some."
+    if len(getattr(wd, split)): return None
+    val, test = split_dates(wd.features.ts_event, cfg)
+    (start, end), first, last = ((val, test) if split == 'val' else (test, None)), wd.features.ts_event.min(), wd.features.ts_event.max()
+    if end is not None and end <= start: return f"it is empty: it starts and ends at {start} (val_start = test_start)"
     if start > last: return f"it starts at {start}, after the last bar ({last})"
-    return f"it starts at {start}, and no symbol has a window of {cfg.encoder_length} + {cfg.horizon} bars whose last {cfg.horizon} are in it"
+    if end is not None and end <= first: return f"it ends at {end}, before these bars begin ({first})"
+    return f"from {start}{f' to {end}' if end is not None else ''} no symbol has a window of {cfg.encoder_length} + {cfg.horizon} bars whose last {cfg.horizon} are in it"
 
 def _device_memory(device: torch.device) -> int | None:
     "Total memory of `device` in bytes (a GPU's own memory, else the machine's RAM); None where the system does not say."
@@ -252,7 +256,7 @@ def _resume_hint(args: dict, since: float = 0.0) -> str:
     last = Path(args['checkpoint_dir']) / 'tft_last'
     try: side = last.with_name('tft_last.json'); epoch = json.loads(side.read_text())['epoch']; mtime = side.stat().st_mtime
     except (OSError, ValueError, TypeError, KeyError): return f"no checkpoint in {args['checkpoint_dir']} yet"
-    if args.get('overwrite') and mtime <= since:
+    if args.get('overwrite') and not args.get('resume') and mtime <= since:   # resuming: --overwrite removes nothing
         return f"no checkpoint of this run yet: the earlier run in {args['checkpoint_dir']} is whole (--overwrite replaces it at this run's first checkpoint)"
     return f"{last} holds epoch {epoch}: the same command with --resume last continues from it"
 
@@ -399,8 +403,8 @@ def tft_predict(
         out = forecast_frame(model, wd, win, batch_size).drop(columns='actual')
     else:
         wd = make_windows(bars, cfg, scaler=scaler, symbols=trained, source=name)
-        if len(getattr(wd, split)) == 0:
-            raise DataError(f"{name}: the checkpoint's {split} split has no windows in these bars: {_empty_split(wd, cfg, dict(zip(('val', 'test'), split_dates(wd.features.ts_event, cfg)))[split])}; "
+        if why := _empty_split(wd, cfg, split):
+            raise DataError(f"{name}: the checkpoint's {split} split has no windows in these bars: {why}; "
                             "use --split future, or bars of that period")
         out = forecast_frame(model, wd, getattr(wd, split), batch_size)
     if skipped := sorted(set(bars.symbol.astype(str)) - set(out.symbol.astype(str))):

@@ -247,10 +247,12 @@ def _check_training(f: pd.DataFrame, bars: pd.DataFrame, train_rows: np.ndarray,
     "Refuse to train when a symbol has no training window: the model would never learn it, and its scaling and baselines would have nothing to fit."
     have = np.bincount(f.series.to_numpy()[train_rows], minlength=len(symbols))
     if none := [str(s) for s, k in zip(symbols, have) if k == 0]:
-        val, first = split_dates(f.ts_event, cfg)[0], bars.ts_event[bars.symbol.astype(str).isin(none)].min()
-        raise DataError(f"{source}: no training windows for {_listed(none)}: one needs encoder_length + horizon = {cfg.encoder_length + cfg.horizon} "
-                        f"of a symbol's bars (after its first) before the validation split, which starts at {val} (val_start), and their bars "
-                        f"start at {first}; move val_start, give more data before it, or drop {'that symbol' if len(none) == 1 else 'those symbols'}")
+        val, sym = split_dates(f.ts_event, cfg)[0], bars.symbol.astype(str)
+        before = [f"{s} has {int(((sym == s) & (bars.ts_event < val)).sum())}" for s in none]
+        where = 'val_start' if cfg.val_start else f'by default: the last {cfg.val_frac + cfg.test_frac:.0%} of the timestamps'
+        raise DataError(f"{source}: no training windows for {_listed(none)}: a window needs encoder_length + horizon + 1 = {cfg.encoder_length + cfg.horizon + 1} "
+                        f"of a symbol's bars before the validation split, which starts at {val} ({where}), and before it {_listed(before)}; "
+                        f"move val_start, give more data, or drop {'that symbol' if len(none) == 1 else 'those symbols'}")
 
 def make_windows(bars: pd.DataFrame, cfg: DataConfig = DataConfig(), scaler: Scaler | None = None,
                  symbols: list | None = None, source: str = '<bars>') -> WindowData:

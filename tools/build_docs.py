@@ -48,11 +48,14 @@ _HREF = re.compile(r'href="([\w.-]*\.html)?#([^"]+)"')
 
 def _fix_anchors(html: dict[str, str]) -> dict[str, str]:
     "Point links at the ids the pages have: nbdev links to Quarto's lower-case ids (`windows.html#dataconfig`), nbconvert keeps the heading's case (`DataConfig`)."
-    ids = {f: {i.lower(): i for i in reversed(re.findall(r'\bid="([^"]+)"', h))} for f, h in html.items()}   # the first of equal ids wins
+    exact = {f: set(re.findall(r'\bid="([^"]+)"', h)) for f, h in html.items()}
+    lower = {f: {i.lower(): i for i in sorted(ids, reverse=True)} for f, ids in exact.items()}
     def fix(f):
         def sub(m):
             page, anchor = m.group(1), m.group(2)
-            return f'href="{page or ""}#{ids.get(page or f, {}).get(anchor.lower(), anchor)}"'
+            target = page or f
+            if anchor in exact.get(target, ()): return m.group(0)   # a link that finds its id is left alone (`dropout` beside `Dropout`)
+            return f'href="{page or ""}#{lower.get(target, {}).get(anchor.lower(), anchor)}"'
         return sub
     return {f: _HREF.sub(fix(f), h) for f, h in html.items()}
 
