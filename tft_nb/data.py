@@ -4,7 +4,7 @@
 
 # %% ../nbs/00_data.ipynb #4544bcd4
 from __future__ import annotations
-import gzip, importlib.util, io, logging, re, struct, zlib
+import dataclasses, gzip, importlib.util, io, logging, re, struct, zlib
 from pathlib import Path
 from types import SimpleNamespace as NS
 import numpy as np, pandas as pd
@@ -250,6 +250,13 @@ DATA_NAMES = re.compile(r'\.(dbn|dbz|csv|parquet|pq)(\.(zst|zstd|gz))?$', re.IGN
 def _one_of(choices) -> str:
     "`choices` as a message names them: `'a', 'b' or 'c'`."
     return ', '.join(map(repr, choices[:-1])) + ' or ' + repr(choices[-1]) if len(choices) > 1 else repr(choices[0])
+
+def _check_ints(cfg):
+    "A TypeError naming the first field of dataclass `cfg` annotated `int` whose value is not an integer (`epochs=2.0`, say, which would fail much later)."
+    for f in dataclasses.fields(cfg):
+        v = getattr(cfg, f.name)
+        if f.type in ('int', int) and (isinstance(v, bool) or not isinstance(v, (int, np.integer))):
+            raise TypeError(f"{f.name} must be an integer, got {v!r}")
 
 def _check_choice(name: str, value, choices):
     "A ValueError that names `name`, its allowed `choices` and the `value` given, unless `value` is one of them."

@@ -10,7 +10,7 @@ from dataclasses import dataclass, asdict, field
 from pathlib import Path
 import numpy as np, pandas as pd, torch
 from torch import Tensor
-from .data import bar_spacing, _listed, _one_of, _check_choice
+from .data import bar_spacing, _listed, _one_of, _check_choice, _check_ints
 from .windows import Batch, Windows, WindowData, DataConfig
 from .model import TFTConfig, TemporalFusionTransformer
 from .loss import quantile_loss, q_risk, coverage
@@ -52,6 +52,7 @@ class TrainConfig:
     overwrite: bool = False                # a fresh run may replace an earlier run's files in checkpoint_dir
 
     def __post_init__(self):
+        _check_ints(self)
         one = lambda name, choices: (name, getattr(self, name) in choices, _one_of(choices))
         checks = [('epochs', self.epochs >= 1, '>= 1'), ('learning_rate', 0 < self.learning_rate < math.inf, '> 0 and finite'),
                   ('batch_size', self.batch_size >= 1, '>= 1'), ('accumulate_grad_batches', self.accumulate_grad_batches >= 1, '>= 1'),

@@ -11,6 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn, Tensor
 from .windows import Batch
+from .data import _check_ints
 from .gating import GateAddNorm, GatedResidualNetwork
 from .selection import RealEmbedding, VariableSelectionNetwork, StaticCovariateEncoder
 from .attention import InterpretableMultiHeadAttention, causal_mask
@@ -35,6 +36,7 @@ class TFTConfig:
     monotone_quantiles: bool = True            # build outputs that cannot cross (see `non_crossing`)
 
     def __post_init__(self):
+        _check_ints(self)
         self.static_cardinalities = tuple(int(c) for c in self.static_cardinalities)
         self.quantiles = tuple(float(q) for q in self.quantiles)
         q = self.quantiles
@@ -110,6 +112,10 @@ class TemporalFusionTransformer(nn.Module):
         (B, Te, _), Td = batch.encoder.shape, batch.decoder.shape[1]
         if (Te, Td) != (c.encoder_length, c.horizon):
             raise ValueError(f"batch has {Te} past and {Td} future steps; the model was built for {c.encoder_length} and {c.horizon}")
+        got, want = (batch.encoder.shape[2], batch.decoder.shape[2], batch.static.shape[1]), (c.encoder_vars, c.decoder_vars, len(c.static_cardinalities))
+        if got != want:   # shapes only: checking the category ids against the cardinalities would wait for the device
+            raise ValueError(f"batch has {got[0]} past, {got[1]} future and {got[2]} static inputs; the model was built for {want[0]}, {want[1]} and {want[2]} "
+                             "(TFTConfig's encoder_vars, decoder_vars and static_cardinalities: build it from the data's spec.model_sizes())")
         ctx = self.static(batch.static)                                             # 4 x (B, H), (B, S)
         x_e, w_e = self.encoder_selection(self.encoder_embedding(batch.encoder), ctx.selection)  # (B, Te, H), (B, Te, Ve)
         x_d, w_d = self.decoder_selection(self.decoder_embedding(batch.decoder), ctx.selection)  # (B, Td, H), (B, Td, Vd)

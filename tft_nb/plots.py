@@ -25,9 +25,10 @@ def plot_history(metrics, patience: int | None = None) -> Figure:
     h = read_history(metrics)
     fig, (a, b, c) = plt.subplots(1, 3, figsize=(15, 4))
     a.plot(h.epoch, h.train_loss, 'o-', ms=3, label='train'); a.plot(h.epoch, h.val_loss, 'o-', ms=3, label='validation')
-    best = h[h.improved].iloc[-1] if 'improved' in h else h.loc[h.val_loss.idxmin()]   # early stopping's best (threshold rule)
-    a.axvline(best.epoch, color='g', ls='--', lw=1, label=f'best epoch {int(best.epoch)} ({best.val_loss:.4f})')
-    if patience is not None and len(h) - int(best.epoch) >= patience:
+    best = h[h.improved] if 'improved' in h else h.loc[[h.val_loss.idxmin()]] if h.val_loss.notna().any() else h[:0]   # early stopping's best (threshold rule)
+    best = best.iloc[-1] if len(best) else None                                        # none: no epoch improved (a NaN loss, say)
+    if best is not None: a.axvline(best.epoch, color='g', ls='--', lw=1, label=f'best epoch {int(best.epoch)} ({best.val_loss:.4f})')
+    if patience is not None and len(h) - (int(best.epoch) if best is not None else 0) >= patience:
         a.axvline(h.epoch.iloc[-1], color='r', ls=':', lw=1, label=f'early stop (patience {patience})')
     a.set(title='Pinball loss (scaled target)', xlabel='epoch', ylabel='loss'); a.legend()
     b.semilogy(h.epoch, h.grad_norm, 'o-', ms=3, label='mean per epoch')
@@ -44,7 +45,9 @@ def _qcols(fc: pd.DataFrame) -> list[str]: return [c for c in fc.columns if c.st
 def plot_fan(fc: pd.DataFrame, step: int = 1, symbols: list | None = None, last: int | None = 250, ylabel: str = 'target') -> Figure:
     "Fan charts of the `step`-ahead forecasts in `fc` (one panel per symbol): outer quantile band, median, actuals."
     qc = _qcols(fc); lo, mid, hi = qc[0], qc[len(qc) // 2], qc[-1]
-    symbols = symbols or sorted(fc.symbol.unique())
+    symbols = [symbols] if isinstance(symbols, str) else symbols or sorted(fc.symbol.unique())
+    if step not in set(fc.step): raise ValueError(f"step must be one of the forecast's steps {sorted(set(fc.step))}, got {step}")
+    if missing := [s for s in symbols if s not in set(fc.symbol)]: raise ValueError(f"symbols {missing} have no forecasts; the forecast has {sorted(set(fc.symbol))}")
     fig, axes = plt.subplots(len(symbols), 1, figsize=(12, 3.2 * len(symbols)), squeeze=False)
     for ax, s in zip(axes[:, 0], symbols):
         d = fc[(fc.symbol == s) & (fc.step == step)].sort_values('ts_event')
@@ -58,6 +61,7 @@ def plot_fan(fc: pd.DataFrame, step: int = 1, symbols: list | None = None, last:
 
 def calibration(fc: pd.DataFrame) -> pd.DataFrame:
     "Share of actuals at or below each forecast quantile, next to the nominal level."
+    if 'actual' not in fc: raise ValueError("calibration needs actual values: forecasts of a split with known outcomes (forecast_frame of data.test, tft_predict --split test)")
     return pd.DataFrame([dict(quantile=float(c[1:]), empirical=float((fc.actual <= fc[c]).mean())) for c in _qcols(fc)])
 
 def plot_calibration(fc: pd.DataFrame) -> Figure:

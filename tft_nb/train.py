@@ -23,9 +23,14 @@ def micro_batch_weights(sizes: list[int]) -> list[float]:
 DOT_MIN = 65536   # on the CPU, gradients of this many elements or more take a BLAS dot product
 
 def grad_norm(params, dot_min: float | None = None) -> Tensor:
-    "Global L2 norm of the gradients of `params` (a 0-d tensor on their device; no host sync): gradients of `dot_min` or more elements (default: `DOT_MIN` on the CPU, none on a GPU) take a dot product, the others one `foreach` norm."
+    "Global L2 norm of the gradients of `params` (parameters, or a module's; a 0-d tensor on their device; no host sync): gradients of `dot_min` or more elements (default: `DOT_MIN` on the CPU, none on a GPU) take a dot product, the others one `foreach` norm."
+    params = list(params.parameters() if isinstance(params, nn.Module) else params)
     grads = [p.grad for p in params if p.grad is not None]
-    if not grads: return torch.zeros(())
+    if not grads:
+        if params and not any(p.requires_grad for p in params):   # gradients themselves, say: they would read as a norm of 0
+            raise TypeError("grad_norm takes parameters or a module (it reads their .grad), and none of these requires grad; "
+                            "for a list of gradients use torch.nn.utils.get_total_norm")
+        return torch.zeros(())
     if dot_min is None: dot_min = DOT_MIN if grads[0].device.type == 'cpu' else math.inf
     big, small = [g for g in grads if g.numel() >= dot_min], [g for g in grads if g.numel() < dot_min]
     rest = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(small))) if small else None   # the norm of the tensors' norms

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, asdict, replace
 from typing import NamedTuple, Iterator
 import numpy as np, pandas as pd, torch
 from torch import Tensor
-from .data import DataError, check_bars, load_sample, normalize_columns, _check_choice, _listed, _tidy
+from .data import DataError, check_bars, load_sample, normalize_columns, _check_choice, _check_ints, _listed, _tidy
 
 # %% auto #0
 __all__ = ['OBSERVED', 'CALENDAR', 'TARGETS', 'PRESETS', 'SPLITS', 'Batch', 'make_features', 'DataConfig', 'split_dates',
@@ -71,6 +71,7 @@ class DataConfig:
     test_frac: float = 0.15             # share of timestamps in test when test_start is None
 
     def __post_init__(self):
+        _check_ints(self)
         self.observed, self.known = ((v,) if isinstance(v, str) else tuple(v) for v in (self.observed, self.known))   # 'dow' is one name, not three letters
         for k in ('encoder_length', 'horizon'):
             if getattr(self, k) < 1: raise ValueError(f"{k} must be >= 1, got {getattr(self, k)}")
