@@ -212,6 +212,13 @@ def test_checkpoint_dir_is_not_the_data_folder(tmp_path):
     line = _one_line(run('tft_train', '--epochs', '1', *SMALL, '--checkpoint-dir', ''))
     assert '--checkpoint-dir must be non-empty' in line, line
 
+def test_checkpoint_dir_that_cannot_be_made(tmp_path):
+    "A folder inside a file: one line naming it, before the configuration block is logged (so: the only line)."
+    f = tmp_path / 'afile'; f.write_text('mine')
+    line = _one_line(run('tft_train', '--epochs', '1', *SMALL, '--checkpoint-dir', str(f / 'sub')))
+    assert line == f'tft_train: error: {f}/sub: cannot write checkpoints here (Not a directory)', line
+    assert f.read_text() == 'mine'
+
 @pytest.fixture(scope='module')
 def one_run(tmp_path_factory):
     "A finished two-epoch run of a tiny model on the built-in data (shared; tests copy it before changing anything)."

@@ -290,6 +290,7 @@ CSV_CASES = {  # name: (text, phrase)
     'bad_ts.csv': (GOOD.replace('2024-01-02T00:01Z', 'notadate'), 'not timestamps'),
     'header_only.csv': (GOOD.splitlines()[0] + '\n', 'no bars'),
     'empty.csv': ('', 'empty file'),
+    'missing_symbol.csv': (GOOD.replace('00:01Z,A,', '00:01Z,,'), 'missing symbol in 1 row(s); first at 2024-01-02 00:01:00+00:00'),
     'blank_lines.csv': ('\n\n', 'not a readable CSV'),
 }
 
@@ -423,3 +424,8 @@ def test_folder_with_a_broken_link(tmp_path):
     (tmp_path / 'a.csv').write_text(GOOD); os.symlink('gone.csv', tmp_path / 'b.csv')
     expect_error(read_ohlcv, tmp_path, 'no such file')
     assert 'b.csv' in str(pytest.raises(DataError, read_ohlcv, tmp_path).value)
+
+def test_symbol_padding_is_not_another_symbol(tmp_path):
+    "' A' and 'A' in a CSV are the same symbol: the bars of both are one series."
+    (tmp_path / 'pad.csv').write_text(GOOD.replace('00:01Z,A,', '00:01Z, A ,'))
+    assert read_ohlcv(tmp_path / 'pad.csv').symbol.astype(str).tolist() == ['A'] * 3

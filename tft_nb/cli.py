@@ -15,7 +15,7 @@ from .data import DataError, read_ohlcv, load_sample, bar_spacing, _check_choice
 from .windows import DataConfig, PRESETS, Scaler, Windows, WindowData, make_windows, split_dates
 from .model import TFTConfig, TemporalFusionTransformer
 from .checkpoint import load_checkpoint, atomic_write, CheckpointError
-from .fit import TrainConfig, fit, test_metrics, predict, original_units, resolve_device, earlier_run_files, open_resume, run_data
+from .fit import TrainConfig, fit, test_metrics, predict, original_units, resolve_device, earlier_run_files, open_resume, run_data, writable_folder
 
 # %% auto #0
 __all__ = ['HOLIDAYS', 'load_bars', 'data_config', 'mixed_spacing', 'spacing_mismatch', 'default_known', 'config_lines',
@@ -110,7 +110,7 @@ def _build(mcfg: TFTConfig, device: str = 'cpu') -> TemporalFusionTransformer:
     try:
         with torch.device(device): return TemporalFusionTransformer(mcfg)
     except (RuntimeError, TypeError, OverflowError, MemoryError) as e:   # sizes too large to allocate or to index
-        raise ValueError(f"cannot build a model of --hidden-size {mcfg.hidden_size} with --lstm-layers {mcfg.lstm_layers}: {str(e).splitlines()[0]}") from None
+        raise ValueError(f"cannot build a model of --hidden-size {mcfg.hidden_size} with --lstm-layers {mcfg.lstm_layers}: {' '.join(str(e).split())}") from None
 
 def activation_bytes(model: TemporalFusionTransformer, windows: Windows) -> int:
     "Bytes that autograd keeps for the backward pass per window of a training batch (fp32): what one more window adds to the tensors the forward pass saves."
@@ -198,6 +198,7 @@ def tft_train(
     tcfg, dcfg, wd, mcfg, model, name = _setup(data, data_kw, model_kw, train_kw)
     r = open_resume(resume, tcfg, mcfg.to_dict(), run_data(wd, dcfg)) if resume else None   # it exists, is whole and continues this run's settings and bars
     earlier_run_files(Path(checkpoint_dir), overwrite, resume)   # refuse to mix with or replace an earlier run, before any write
+    writable_folder(Path(checkpoint_dir))                        # a folder that can't be written: one line, before the configuration
     for line in config_lines(data=dict(source=name, windows=f'{len(wd.train)} train / {len(wd.val)} val / {len(wd.test)} test', **asdict(dcfg)),
                              model=asdict(mcfg), training=asdict(tcfg)): log.info(line)
     res = fit(model, wd, tcfg, dcfg, resume=r, log=log)

@@ -199,6 +199,10 @@ def normalize_columns(df: pd.DataFrame, path='<frame>') -> pd.DataFrame:
         if v.isna().sum() > res[c].isna().sum(): raise DataError(f"{path}: column '{c}' has non-numeric values")
         res[c] = v.astype('float64')
     res['ts_event'] = _to_utc(res['ts_event'], path)
+    if not isinstance(res['symbol'].dtype, pd.CategoricalDtype):
+        if (gone := res['symbol'].isna()).any():   # an empty cell: it would become a symbol named 'nan'
+            raise DataError(f"{path}: missing symbol in {int(gone.sum())} row(s); first at {res['ts_event'][gone].iloc[0]}")
+        res['symbol'] = res['symbol'].astype(str).str.strip()   # ' AAA' and 'AAA' are one symbol
     return res
 
 # %% ../nbs/00_data.ipynb #c80e4455

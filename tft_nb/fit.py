@@ -22,7 +22,8 @@ from .checkpoint import (save_checkpoint, load_checkpoint, optimizer_state, load
 # %% auto #0
 __all__ = ['DEVICES', 'HISTORY_COLUMNS', 'RESUME_MAY_CHANGE', 'RESUME_STATE', 'TrainConfig', 'resolve_device', 'train_step',
            'predict', 'evaluate_loss', 'original_units', 'untrained_symbols', 'baseline_forecast', 'forecast_metrics',
-           'test_metrics', 'FitResult', 'resume_stem', 'earlier_run_files', 'Resume', 'run_data', 'open_resume', 'fit']
+           'test_metrics', 'FitResult', 'resume_stem', 'earlier_run_files', 'Resume', 'run_data', 'open_resume',
+           'writable_folder', 'fit']
 
 # %% ../nbs/10_fit.ipynb #d036a94e
 DEVICES = ('auto', 'cpu', 'cuda')   # the device names `TrainConfig`, `resolve_device` and the commands' --device accept
@@ -291,6 +292,11 @@ def _resume(r: Resume, model, opt, sched, es, gen, log) -> tuple[int, int, list]
     return side['epoch'], side['global_step'], side['history']
 
 # %% ../nbs/10_fit.ipynb #c02bfda3
+def writable_folder(ckpt: Path):
+    "Make the checkpoint folder `ckpt` if it is missing, and check that files can be written in it: an OSError naming it if not."
+    try: Path(ckpt).mkdir(parents=True, exist_ok=True); tempfile.TemporaryFile(dir=ckpt).close()
+    except OSError as e: raise OSError(e.errno, f"cannot write checkpoints here ({e.strerror})", str(ckpt)) from None
+
 def _remove(old: list[Path], log) -> list:
     "Remove an earlier run's files `old` (`overwrite`), just before this run writes its own; returns what is left of them: none."
     for p in old: p.unlink(missing_ok=True)
@@ -309,9 +315,7 @@ def fit(model: TemporalFusionTransformer, data: WindowData, cfg: TrainConfig = T
     entry = run_data(data, data_config)
     r = resume if isinstance(resume, Resume) else open_resume(resume, cfg, model.config.to_dict(), entry) if resume else None   # checked before any write
     old = earlier_run_files(ckpt, cfg.overwrite, r and r.stem)   # removed at this run's first write: a run that fails before it leaves them whole
-    ckpt.mkdir(parents=True, exist_ok=True)
-    try: tempfile.TemporaryFile(dir=ckpt).close()       # an unwritable folder fails now, not after the first epoch
-    except OSError as e: raise OSError(e.errno, f"cannot write checkpoints here ({e.strerror})", str(ckpt)) from None
+    writable_folder(ckpt)                               # an unwritable folder fails now, not after the first epoch
     torch.manual_seed(cfg.seed); gen = torch.Generator().manual_seed(cfg.seed)
     model.to(device); dd = data.to(device)
     log.info(f"Model: {sum(p.numel() for p in model.parameters()):,} parameters on {device}, {'bf16 autocast' if autocast else 'fp32'}")   # bf16 applies on CUDA only
