@@ -38,7 +38,6 @@ def atomic_write(path, data: bytes):
     try: os.fsync(dfd)
     finally: os.close(dfd)
 
-
 # %% ../nbs/09_checkpoint.ipynb #b6bfb5b7
 @contextlib.contextmanager
 def deferred_interrupt(signals=(signal.SIGINT, signal.SIGTERM)):
