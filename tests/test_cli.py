@@ -323,6 +323,20 @@ def test_predict_never_writes_over_its_inputs(one_run, tmp_path):
     r = run('tft_predict', '--checkpoint', ck, '--data', str(data), '--output', str(data / 'fc.txt'))   # not named as bars: fine there
     assert r.returncode == 0 and (data / 'fc.txt').is_file(), r.stderr[-2000:]
 
+def test_predict_test_split_is_the_runs_own(tmp_path):
+    "A run split by fractions: tft_predict --split test on a shorter file (its first half cut) forecasts the run's test period, not the file's last 15%."
+    full, cut, ck = tmp_path / 'full.csv', tmp_path / 'cut.csv', tmp_path / 'ck'
+    sp = load_sample().query("symbol == 'sp500'").tail(800)
+    sp.to_csv(full, index=False); sp.tail(400).to_csv(cut, index=False)
+    r = run('tft_train', '--data', str(full), '--epochs', '1', *SMALL, '--batch-size', '256', '--checkpoint-dir', str(ck))
+    assert r.returncode == 0, r.stderr[-2000:]
+    origins = {}
+    for f in (full, cut):
+        r = run('tft_predict', '--checkpoint', str(ck / 'tft_best'), '--data', str(f), '--split', 'test', '--output', str(tmp_path / f'fc_{f.stem}.csv'))
+        assert r.returncode == 0, r.stderr[-2000:]
+        origins[f.stem] = pd.read_csv(tmp_path / f'fc_{f.stem}.csv').origin.unique().tolist()
+    assert origins['cut'] == origins['full'] and len(origins['full']) > 100, (len(origins['full']), len(origins['cut']))   # not the cut file's own last 15% (about 60 origins)
+
 def test_predict_split_without_windows(one_run, tmp_path):
     "--split val on bars that all come after the checkpoint's validation split: one line naming the file and the split."
     f = tmp_path / 'recent.csv'; load_sample().query("symbol == 'sp500'").tail(300).to_csv(f, index=False)

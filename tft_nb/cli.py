@@ -336,7 +336,7 @@ def load_model(path) -> tuple[TemporalFusionTransformer, dict]:
     return model.eval(), side
 
 def checkpoint_data(side: dict, path='<checkpoint>') -> tuple[DataConfig, Scaler, list]:
-    "The `DataConfig`, training `Scaler` and symbols a checkpoint's sidecar records; for a run that stored no `DataConfig` (`fit` called without one), the inputs and window sizes its spec names, with the default splits."
+    "The `DataConfig`, training `Scaler` and symbols a checkpoint's sidecar records; for a run that stored no `DataConfig` (`fit` called without one), the inputs and window sizes its spec names. Splits given as fractions become the dates the run's splits began, where the sidecar has them, so other bars are split as the run's were."
     try:
         d = side['data']; spec = d['spec']
         if d.get('config'): cfg = DataConfig(**d['config'])
@@ -344,6 +344,7 @@ def checkpoint_data(side: dict, path='<checkpoint>') -> tuple[DataConfig, Scaler
             known = tuple(spec['decoder_vars'])
             cfg = DataConfig(encoder_length=spec['encoder_length'], horizon=spec['horizon'], target=spec['target'], known=known,
                              observed=tuple(v for v in spec['encoder_vars'] if v not in known))   # the target too: the same encoder inputs
+        if dates := {k: v for k, v in (d.get('splits') or {}).items() if v and not getattr(cfg, k)}: cfg = replace(cfg, **dates)
         return cfg, Scaler.from_dict(d['scaler']), list(spec['symbols'])
     except (AttributeError, KeyError, TypeError, ValueError) as e:
         raise CheckpointError(f"{path}: its sidecar's data entry is malformed ({type(e).__name__}: {e}); it was not written by tft_train or fit, or was edited") from None

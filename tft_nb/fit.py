@@ -232,10 +232,12 @@ class Resume(NamedTuple):
     stem: Path; weights: dict; side: dict; train_state: dict; best: tuple | None
 
 def run_data(data: WindowData, data_config: DataConfig | None = None) -> dict:
-    "The `data` entry of a run's sidecars: the windows' spec, the training scaler, (when given) the `DataConfig` that made them, and the median time between training bars in seconds (`bar_seconds`)."
-    gap = bar_spacing(data.features[data.features.split == 0]).median()   # as `tft_predict` measures the bars it is given
+    "The `data` entry of a run's sidecars: the windows' spec, the training scaler, (when given) the `DataConfig` that made them, the first bar of the validation and test splits (`splits`: they hold even where the config gave fractions) and the median time between training bars in seconds (`bar_seconds`)."
+    f = data.features
+    gap = bar_spacing(f[f.split == 0]).median()   # as `tft_predict` measures the bars it is given
+    first = lambda k: None if pd.isna(t := f.ts_event[f.split >= k].min()) else t.tz_convert(None).isoformat()   # UTC
     return dict(spec=asdict(data.spec), scaler=data.scaler.to_dict(), config=asdict(data_config) if data_config else None,
-                bar_seconds=None if pd.isna(gap) else gap.total_seconds())
+                splits=dict(val_start=first(1), test_start=first(2)), bar_seconds=None if pd.isna(gap) else gap.total_seconds())
 
 def _scaler_change(saved: dict, now: dict) -> str | None:
     "Where two stored scalers differ ('lv mean -4.9 -> -4.8'), or None when they agree to 1e-9."
