@@ -307,7 +307,7 @@ def _remove(old: list[Path], log) -> list:
 
 def fit(model: TemporalFusionTransformer, data: WindowData, cfg: TrainConfig = TrainConfig(), data_config: DataConfig | None = None,
         resume: str | Resume | None = None, log: logging.Logger | None = None, progress: bool | None = None) -> FitResult:
-    "Train `model` on `data.train`, validating on `data.val`; checkpoints and metrics.csv go to `cfg.checkpoint_dir`."
+    "Train `model` on `data.train`, validating on `data.val`; checkpoints and metrics.csv go to `cfg.checkpoint_dir`; `model` ends in eval mode."
     log = log or logging.getLogger('tft_nb')
     progress = sys.stderr.isatty() if progress is None else progress
     device = resolve_device(cfg.device); autocast = cfg.bf16 and device.type == 'cuda'
@@ -368,4 +368,5 @@ def fit(model: TemporalFusionTransformer, data: WindowData, cfg: TrainConfig = T
         if es.stopped: log.info(es.reason)
     if es.best_epoch >= 0: log.info(es.summary())
     if cfg.restore_best and best_state is not None: model.load_state_dict(best_state)
+    model.eval()                                         # trained: ready to forecast (`predict` now restores the mode it finds)
     return FitResult(pd.DataFrame(history, columns=HISTORY_COLUMNS), es.best_epoch + 1, es.best, es.stopped, ckpt)
