@@ -124,6 +124,10 @@ def test_use_gpu_without_cuda(tmp_path):
     if torch.cuda.is_available(): pytest.skip('CUDA is available here: --use-gpu is valid')
     r = run('tft_train', '--use-gpu', '--checkpoint-dir', str(tmp_path / 'ck'))
     assert r.returncode == 2 and 'CUDA was requested' in r.stderr and not (tmp_path / 'ck').exists()
+    out = tmp_path / 'fc.csv'   # tft_predict has --device only; the message names it (the checkpoint is not read first)
+    r = run('tft_predict', '--checkpoint', str(tmp_path / 'none'), '--device', 'cuda', '--output', str(out))
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1 and 'CUDA was requested' in lines[0] and "--device cuda, or tft_train's --use-gpu" in lines[0] and not out.exists(), r.stderr
 
 def _weights(d): return load_file(str(d / 'tft_last.safetensors'))
 

@@ -73,7 +73,7 @@ def resolve_device(name: str) -> torch.device:
     _check_choice('device', name, DEVICES)
     if name == 'auto': return torch.device('cuda' if torch.cuda.is_available() else 'cpu')
     if name == 'cuda' and not torch.cuda.is_available():
-        raise ValueError("CUDA was requested (--use-gpu / --device cuda) but is not available: torch.cuda.is_available() is False "
+        raise ValueError("CUDA was requested (device 'cuda': --device cuda, or tft_train's --use-gpu) but is not available: torch.cuda.is_available() is False "
                          f"(torch {torch.__version__}, CUDA build: {torch.version.cuda or 'none'})")
     return torch.device(name)
 
