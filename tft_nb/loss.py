@@ -13,9 +13,15 @@ from torch import Tensor
 __all__ = ['pinball', 'quantile_loss', 'horizon_loss', 'q_risk', 'coverage']
 
 # %% ../nbs/06_loss.ipynb #7fb52f56
+def _check_shapes(pred:Tensor, target:Tensor):
+    "Refuse `pred` and `target` that are not (..., Q) and (...): broadcasting would quietly pair every forecast with every target."
+    if pred.shape[:-1] != target.shape:
+        raise ValueError(f"pred {tuple(pred.shape)} and target {tuple(target.shape)} do not match: expected pred (B, Td, Q) and target (B, Td)")
+
 def pinball(pred:Tensor, target:Tensor, quantiles:Sequence[float]) -> Tensor:
     "Element-wise pinball loss QL_q of `pred` (B, Td, Q) against `target` (B, Td); (B, Td, Q)."
     if pred.shape[-1] != len(quantiles): raise ValueError(f"pred has {pred.shape[-1]} quantiles, expected {len(quantiles)}")
+    _check_shapes(pred, target)
     q = torch.as_tensor(quantiles, dtype=pred.dtype, device=pred.device)  # (Q,)
     e = target.unsqueeze(-1) - pred                                        # (B, Td, Q) y - y_hat
     return torch.maximum(q * e, (q - 1) * e)
@@ -36,5 +42,6 @@ def q_risk(pred:Tensor, target:Tensor, quantiles:Sequence[float]) -> Tensor:
 # %% ../nbs/06_loss.ipynb #3687eced
 def coverage(pred:Tensor, target:Tensor, lo:int=0, hi:int=-1) -> Tensor:
     "Share of `target` (B, Td) inside [pred[..., lo], pred[..., hi]] of `pred` (B, Td, Q); a 0-d tensor."
+    _check_shapes(pred, target)
     inside = (pred[..., lo] <= target) & (target <= pred[..., hi])
     return inside.float().mean()
