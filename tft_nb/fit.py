@@ -21,9 +21,9 @@ from .checkpoint import (save_checkpoint, load_checkpoint, optimizer_state, load
 
 # %% auto #0
 __all__ = ['DEVICES', 'HISTORY_COLUMNS', 'RESUME_MAY_CHANGE', 'RESUME_STATE', 'TrainConfig', 'resolve_device', 'train_step',
-           'predict', 'evaluate_loss', 'original_units', 'untrained_symbols', 'baseline_forecast', 'forecast_metrics',
-           'test_metrics', 'FitResult', 'resume_stem', 'earlier_run_files', 'Resume', 'run_data', 'open_resume',
-           'writable_folder', 'fit']
+           'check_series', 'predict', 'evaluate_loss', 'original_units', 'untrained_symbols', 'baseline_forecast',
+           'forecast_metrics', 'test_metrics', 'FitResult', 'resume_stem', 'earlier_run_files', 'Resume', 'run_data',
+           'open_resume', 'writable_folder', 'fit']
 
 # %% ../nbs/10_fit.ipynb #d036a94e
 DEVICES = ('auto', 'cpu', 'cuda')   # the device names `TrainConfig`, `resolve_device` and the commands' --device accept
@@ -95,9 +95,17 @@ def train_step(model, opt: torch.optim.Optimizer, micro: list[Batch], grad_clip:
     return total, norm
 
 # %% ../nbs/10_fit.ipynb #409b8ab9
+def check_series(model, windows: Windows, what: str = 'windows'):
+    "Refuse `windows` holding a series (symbol) id that `model` has no embedding row for (one reduction over the windows' ids, before any batch)."
+    card = model.config.static_cardinalities
+    if card and len(windows) and (top := int(windows.series[windows.rows].max())) >= card[0]:   # else an IndexError deep in the forward pass (a device-side assert on CUDA)
+        raise ValueError(f"{what} hold series id {top}, but the model was built for {card[0]} series (static_cardinalities={tuple(card)}); "
+                         "build it from the same data: TFTConfig(**data.spec.model_sizes(), ...)")
+
 @torch.inference_mode()
 def predict(model, windows: Windows, batch_size: int = 256, autocast: bool = False) -> Tensor:
     "Quantile forecasts (N, Td, Q) of every window of `windows`, in scaled units, on the CPU; computed where the model is (the windows go there), in eval mode (the model's own mode is restored)."
+    check_series(model, windows)
     was_training = model.training
     outs, windows = [], windows.to(next(model.parameters()).device)   # after `fit` on CUDA the model stays there
     try:
@@ -314,6 +322,7 @@ def fit(model: TemporalFusionTransformer, data: WindowData, cfg: TrainConfig = T
     ckpt = Path(cfg.checkpoint_dir)
     if empty := [k for k in ('train', 'val') if len(getattr(data, k)) == 0]:   # before an epoch is spent
         raise ValueError(f"data has no {' or '.join(empty)} windows: fit trains on data.train and stops early on data.val; give more data or other splits")
+    for k in ('train', 'val'): check_series(model, getattr(data, k), f"data.{k}")
     entry = run_data(data, data_config)
     r = resume if isinstance(resume, Resume) else open_resume(resume, cfg, model.config.to_dict(), entry) if resume else None   # checked before any write
     old = earlier_run_files(ckpt, cfg.overwrite, r and r.stem)   # removed at this run's first write: a run that fails before it leaves them whole
