@@ -4,7 +4,7 @@
 
 # %% ../nbs/09_checkpoint.ipynb #2acfb40c
 from __future__ import annotations
-import contextlib, hashlib, json, os, platform, random, signal, threading, time
+import contextlib, glob, hashlib, json, os, platform, random, signal, threading, time
 from pathlib import Path
 import numpy as np, torch
 from torch import Tensor
@@ -18,25 +18,37 @@ __all__ = ['CheckpointError', 'atomic_write', 'deferred_interrupt', 'versions', 
 class CheckpointError(ValueError):
     "A checkpoint is missing, incomplete or inconsistent; the message names the file."
 
-def atomic_write(path, data: bytes):
-    "Write `data` to `path` so that `path` holds either its old content or all of `data`, even after a crash."
-    path = Path(path)
-    named = lambda e: OSError(e.errno, e.strerror, str(path))   # an OS error names `path`, not the temporary file
+def _named(e: OSError, path) -> OSError: return OSError(e.errno, e.strerror, str(path))   # names `path`, not a temporary file
+
+def _fsync_dir(folder: Path):
+    fd = os.open(folder, os.O_RDONLY)
+    try: os.fsync(fd)
+    finally: os.close(fd)
+
+def _write_temp(path, data: bytes) -> tuple[Path, Path]:
+    "Write `data` to a new temporary file beside the file `path` names, flushed and fsynced; returns (temporary, that file)."
     real = Path(os.path.realpath(path))                          # through a symbolic link, as open() writes, not over it
     tmp = real.with_name(f'.{real.name}.{os.urandom(6).hex()}.tmp')
     try: fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)   # the mode open() gives: the system applies the umask
-    except OSError as e: raise named(e) from None
+    except OSError as e: raise _named(e, path) from None
     try:
         if real.exists(): os.fchmod(fd, real.stat().st_mode & 0o7777)   # a replaced file keeps its mode
         with os.fdopen(fd, 'wb') as f: f.write(data); f.flush(); os.fsync(f.fileno())
-        os.replace(tmp, real)
+    except BaseException as e:
+        os.remove(tmp)
+        if isinstance(e, OSError): raise _named(e, path) from None
+        raise
+    return tmp, real
+
+def atomic_write(path, data: bytes):
+    "Write `data` to `path` so that `path` holds either its old content or all of `data`, even after a crash."
+    tmp, real = _write_temp(path, data)
+    try: os.replace(tmp, real)
     except BaseException as e:
         if os.path.exists(tmp): os.remove(tmp)
-        if isinstance(e, OSError): raise named(e) from None
+        if isinstance(e, OSError): raise _named(e, path) from None
         raise
-    dfd = os.open(real.parent, os.O_RDONLY)
-    try: os.fsync(dfd)
-    finally: os.close(dfd)
+    _fsync_dir(real.parent)
 
 # %% ../nbs/09_checkpoint.ipynb #b6bfb5b7
 @contextlib.contextmanager
@@ -60,19 +72,44 @@ def versions() -> dict:
 
 def _digest(b: bytes) -> dict: return dict(size=len(b), sha256=hashlib.sha256(b).hexdigest())
 
+def _kept(real: Path) -> list[Path]:
+    "Earlier versions of the file `real` that a save keeps (hard links) until its sidecar is in place."
+    return sorted(real.parent.glob(f'.{glob.escape(real.name)}.*.prev'))
+
+def _replace_together(files: list[tuple[Path, bytes]]):
+    "Write `files` (path, bytes) so that a crash at any point leaves every file the last one (the sidecar) names readable."
+    temps, kept, done = [], {}, []
+    try:
+        for p, b in files: temps.append(_write_temp(p, b))     # 1. every new file, whole and on disk, under a temporary name
+        for _, real in temps[:-1]:                              # 2. a second name for each file the old sidecar names
+            if real.exists():
+                with contextlib.suppress(OSError): os.link(real, pv := real.with_name(f'.{real.name}.{os.urandom(6).hex()}.prev')); kept[real] = pv
+        for tmp, real in temps: os.replace(tmp, real); done.append(real)   # 3. the renames, the sidecar's last: it commits
+    except BaseException:                                       # a failure (not a kill): put the old files back
+        for tmp, _ in temps:
+            if os.path.exists(tmp): os.remove(tmp)
+        for real in reversed(done):
+            if real in kept:
+                with contextlib.suppress(OSError): os.replace(kept[real], real); del kept[real]
+        for real, pv in kept.items():
+            if real not in done: os.remove(pv)
+        raise
+    _fsync_dir(temps[-1][1].parent)
+    for _, real in temps:                                       # 4. the new files are the checkpoint: drop earlier versions
+        for q in _kept(real) + sorted(real.parent.glob(f'.{glob.escape(real.name)}.*.tmp')): q.unlink(missing_ok=True)   # and a killed save's leftovers
+
 def save_checkpoint(stem, weights: dict[str, Tensor], meta: dict, train_state: dict[str, Tensor] | None = None) -> dict:
-    "Write `stem`.safetensors (+ `stem`.train.safetensors) and, last, the `stem`.json sidecar; returns the sidecar."
+    "Write `stem`.safetensors (+ `stem`.train.safetensors) and, last, the `stem`.json sidecar; returns the sidecar. After a crash at any point, `load_checkpoint` finds the old checkpoint or the new one, whole."
     stem = Path(stem)
     json.dumps(meta, default=_json_default)                      # a sidecar that can't be written fails now, before any file is replaced
-    files = {'weights': (stem.with_name(stem.name + '.safetensors'), weights)}
-    if train_state is not None: files['train_state'] = (stem.with_name(stem.name + '.train.safetensors'), train_state)
-    side = dict(meta, files={}, timestamp=time.strftime('%Y-%m-%dT%H:%M:%S%z'), versions=versions())
-    with deferred_interrupt():                                   # Ctrl-C waits until the files agree
-        for k, (p, tensors) in files.items():
-            b = safetensors.torch.save({n: t.detach().contiguous().cpu() for n, t in tensors.items()})
-            atomic_write(p, b)
-            side['files'][k] = dict(name=p.name, **_digest(b))
-        atomic_write(stem.with_name(stem.name + '.json'), json.dumps(side, indent=1, default=_json_default).encode())
+    tensors = {'weights': ('.safetensors', weights)}
+    if train_state is not None: tensors['train_state'] = ('.train.safetensors', train_state)
+    side, files = dict(meta, files={}, timestamp=time.strftime('%Y-%m-%dT%H:%M:%S%z'), versions=versions()), []
+    for k, (suffix, ts) in tensors.items():
+        p, b = stem.with_name(stem.name + suffix), safetensors.torch.save({n: t.detach().contiguous().cpu() for n, t in ts.items()})
+        files.append((p, b)); side['files'][k] = dict(name=p.name, **_digest(b))
+    files.append((stem.with_name(stem.name + '.json'), json.dumps(side, indent=1, default=_json_default).encode()))
+    with deferred_interrupt(): _replace_together(files)         # Ctrl-C waits until the files agree
     return side
 
 def _json_default(o):
@@ -107,9 +144,11 @@ def load_checkpoint(path, train_state: bool = False) -> tuple[dict, dict, dict |
         if k not in side.get('files', {}): raise CheckpointError(f"{side_p}: the checkpoint has no {k.replace('_', ' ')} (written without resume state?)")
         f = side['files'][k]; p = stem.with_name(f['name'])
         if not p.is_file(): raise CheckpointError(f"{p}: missing; the sidecar {side_p.name} lists it")
-        b = p.read_bytes()
-        if _digest(b) != dict(size=f['size'], sha256=f['sha256']):
-            raise CheckpointError(f"{p}: does not match its sidecar {side_p.name} (size {len(b)}, expected {f['size']}, or different content); the checkpoint is incomplete")
+        b, want = p.read_bytes(), dict(size=f['size'], sha256=f['sha256'])
+        if _digest(b) != want:                                   # a save killed between its renames kept the version its sidecar names
+            b = next((c for q in _kept(Path(os.path.realpath(p))) if q.stat().st_size == f['size'] and _digest(c := q.read_bytes()) == want), None)
+        if b is None:
+            raise CheckpointError(f"{p}: does not match its sidecar {side_p.name} (size {p.stat().st_size}, expected {f['size']}, or different content); the checkpoint is incomplete")
         try: out[k] = safetensors.torch.load(b)
         except safetensors.SafetensorError as e: raise CheckpointError(f"{p}: not a readable safetensors file ({e})") from None
     return out['weights'], side, out.get('train_state')

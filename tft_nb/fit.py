@@ -236,8 +236,8 @@ RESUME_STATE = dict(epoch=int, global_step=int, history=list, optimizer=dict, ea
 def _plain(d: dict) -> dict: return json.loads(json.dumps(d, default=_json_default))   # as a sidecar stores it (tuples as lists)
 
 class Resume(NamedTuple):
-    "A checked checkpoint to resume from: its stem, weights, sidecar, training state and the run's best (weights, sidecar) or None."
-    stem: Path; weights: dict; side: dict; train_state: dict; best: tuple | None
+    "A checked checkpoint to resume from: its stem, weights, sidecar, training state, the run's best (weights, sidecar) or None, and whether that best is what `tft_best` holds."
+    stem: Path; weights: dict; side: dict; train_state: dict; best: tuple | None; best_saved: bool = True
 
 def run_data(data: WindowData, data_config: DataConfig | None = None) -> dict:
     "The `data` entry of a run's sidecars: the windows' spec, the training scaler, (when given) the `DataConfig` that made them, the first bar of the validation and test splits (`splits`: they hold even where the config gave fractions) and the median time between training bars in seconds (`bar_seconds`)."
@@ -282,14 +282,17 @@ def open_resume(resume, cfg: TrainConfig, model_config: dict, data: dict) -> Res
     if change:
         raise CheckpointError(f"cannot resume from {stem}: the run it continues was trained on other bars (the scaling fit on the training split "
                               f"changed: {change}); resume with the run's own data file or start a fresh run")
-    best, be = None, side['early_stopping']['best_epoch'] + 1
+    best, saved, be = None, True, side['early_stopping']['best_epoch'] + 1
     if be > 0:
-        bw, bside, _ = load_checkpoint(stem.parent / 'tft_best')
-        if bside.get('epoch') != be:
-            raise CheckpointError(f"cannot resume from {stem}: the run's best epoch then was {be}, but {stem.parent / 'tft_best'} holds epoch {bside.get('epoch')} "
-                                  f"(a later part of the run), so the best weights to restore are gone: resume from {stem.parent / 'tft_last'}")
-        best = (bw, bside)
-    return Resume(stem, weights, side, ts, best)
+        try: bw, bside, _ = load_checkpoint(stem.parent / 'tft_best'); err = None
+        except CheckpointError as e: bside, err = {}, e
+        if bside.get('epoch') == be: best = (bw, bside)
+        elif be == side['epoch']:   # the checkpoint's own epoch was the best (a run killed after writing tft_last and before tft_best left an older one)
+            best, saved = (weights, {k: v for k, v in side.items() if k not in ('history', 'optimizer', 'scheduler', 'early_stopping', 'rng', 'files', 'timestamp', 'versions')}), False
+        elif err: raise err
+        else: raise CheckpointError(f"cannot resume from {stem}: the run's best epoch then was {be}, but {stem.parent / 'tft_best'} holds epoch {bside.get('epoch')} "
+                                    f"(a later part of the run), so the best weights to restore are gone: resume from {stem.parent / 'tft_last'}")
+    return Resume(stem, weights, side, ts, best, saved)
 
 def _resume(r: Resume, model, opt, sched, es, gen, log) -> tuple[int, int, list]:
     "Restore a run from the checked checkpoint `r`; returns (next epoch, global step, history)."
@@ -336,7 +339,7 @@ def fit(model: TemporalFusionTransformer, data: WindowData, cfg: TrainConfig = T
     if r and es.stopped: log.info(f"Nothing left to train: the resumed run had stopped early ({es.reason})")
     elif r and start >= cfg.epochs: log.info(f"Nothing left to train: the resumed run has trained {start} of the {cfg.epochs} epoch(s) asked for (raise epochs, --epochs on the command line, to go on)")
     best_state = r.best[0] if r and r.best else None
-    if r and r.best and r.stem.parent.resolve() != ckpt.resolve():   # resumed into a new folder
+    if r and r.best and (not r.best_saved or r.stem.parent.resolve() != ckpt.resolve()):   # resumed into a new folder, or tft_best is behind
         old = _remove(old, log); save_checkpoint(ckpt / 'tft_best', *r.best)
     meta = dict(model_config=model.config.to_dict(), data=entry, train_config=asdict(cfg))
     n_batches = math.ceil(len(dd.train) / cfg.batch_size)
@@ -370,10 +373,10 @@ def fit(model: TemporalFusionTransformer, data: WindowData, cfg: TrainConfig = T
         with deferred_interrupt():                       # Ctrl-C waits until the epoch's files are all written
             old = _remove(old, log)
             _write_metrics(ckpt / 'metrics.csv', history)
-            if improved: best_state = weights; save_checkpoint(ckpt / 'tft_best', weights, info)
             if cfg.checkpoint_frequency and ((epoch + 1) % cfg.checkpoint_frequency == 0 or last_epoch):
                 save_checkpoint(ckpt / f'tft_epoch_{epoch + 1:03d}', weights, resume_meta, {**ot, **rt})
             save_checkpoint(ckpt / 'tft_last', weights, resume_meta, {**ot, **rt})
+            if improved: best_state = weights; save_checkpoint(ckpt / 'tft_best', weights, info)   # after tft_last, which then holds the same weights
         if es.stopped: log.info(es.reason)
     if es.best_epoch >= 0: log.info(es.summary())
     if cfg.restore_best and best_state is not None: model.load_state_dict(best_state)
