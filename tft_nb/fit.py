@@ -357,7 +357,7 @@ def fit(model: TemporalFusionTransformer, data: WindowData, cfg: TrainConfig = T
         g = stats.summary(); check_grad_norms(g, log, epoch + 1)
         train_loss = loss_sum.item() / n_batches
         val_loss = evaluate_loss(model, dd.val, autocast=autocast)
-        improved, msg = es.step(val_loss, epoch); log.info(msg)
+        improved, msg = es.step(val_loss, epoch); (log.info if math.isfinite(val_loss) else log.warning)(msg)
         if sched is not None and math.isfinite(val_loss): sched.step(val_loss)
         history.append(dict(epoch=epoch + 1, train_loss=train_loss, val_loss=val_loss, improved=improved, grad_norm=g['mean'], grad_norm_max=g['max'],
                             learning_rate=learning_rate(opt), seconds=time.perf_counter() - t0))
@@ -377,7 +377,7 @@ def fit(model: TemporalFusionTransformer, data: WindowData, cfg: TrainConfig = T
                 save_checkpoint(ckpt / f'tft_epoch_{epoch + 1:03d}', weights, resume_meta, {**ot, **rt})
             save_checkpoint(ckpt / 'tft_last', weights, resume_meta, {**ot, **rt})
             if improved: best_state = weights; save_checkpoint(ckpt / 'tft_best', weights, info)   # after tft_last, which then holds the same weights
-        if es.stopped: log.info(es.reason)
+        if es.stopped and es.reason != msg: log.info(es.reason)   # a non-finite loss's message said it already
     if es.best_epoch >= 0: log.info(es.summary())
     if cfg.restore_best and best_state is not None: model.load_state_dict(best_state)
     model.eval()                                         # trained: ready to forecast (`predict` now restores the mode it finds)

@@ -49,16 +49,18 @@ class GradNormStats:
         self.norms.append(norm.detach().reshape(1)); self.steps += 1
         if len(self.norms) > self.join_every: self.norms = [torch.cat(self.norms)]   # bounded count of small tensors
     def summary(self) -> dict:
-        "Mean, min, max and the counts of vanishing / exploding steps (one host sync)."
-        if not self.norms: return dict(mean=float('nan'), min=float('nan'), max=float('nan'), vanishing=0, exploding=0)
-        n = torch.cat(self.norms).float()
-        s, mn, mx, v, e = torch.stack([n.sum(), n.min(), n.max(), (n < VANISHING).sum().float(), (n > EXPLODING).sum().float()]).tolist()
-        return dict(mean=s / self.steps, min=mn, max=mx, vanishing=int(v), exploding=int(e))
+        "Mean, min, max and the counts of vanishing / exploding / non-finite (NaN or inf) steps (one host sync)."
+        if not self.norms: return dict(mean=float('nan'), min=float('nan'), max=float('nan'), vanishing=0, exploding=0, nonfinite=0)
+        n = torch.cat(self.norms).float(); fin = torch.isfinite(n)
+        counts = [(n < VANISHING).sum(), ((n > EXPLODING) & fin).sum(), (~fin).sum()]
+        s, mn, mx, v, e, bad = torch.stack([n.sum(), n.min(), n.max(), *(c.float() for c in counts)]).tolist()
+        return dict(mean=s / self.steps, min=mn, max=mx, vanishing=int(v), exploding=int(e), nonfinite=int(bad))
 
 def check_grad_norms(s: dict, log: logging.Logger, epoch: int):
-    "Log a warning when an epoch had vanishing or exploding gradient norms."
+    "Log a warning when an epoch had vanishing, exploding or non-finite gradient norms."
     if s['vanishing']: log.warning(f"Epoch {epoch}: gradient norm below {VANISHING:g} in {s['vanishing']} step(s) (min {s['min']:.3g}): vanishing gradients; is every parameter connected to the loss?")
     if s['exploding']: log.warning(f"Epoch {epoch}: gradient norm above {EXPLODING:g} in {s['exploding']} step(s) (max {s['max']:.3g}): exploding gradients; consider --grad-clip or a lower learning rate")
+    if s['nonfinite']: log.warning(f"Epoch {epoch}: gradient norm not finite (NaN or inf) in {s['nonfinite']} step(s): the loss or the weights diverged; consider --grad-clip or a lower learning rate")
 
 # %% ../nbs/08_train.ipynb #9e1584b3
 def set_learning_rate(opt: torch.optim.Optimizer, lr: float):
