@@ -25,6 +25,8 @@ def test_train_then_predict(tmp_path):
     for k in ['epoch', 'global_step', 'train_loss', 'val_loss', 'best_val_loss', 'best_epoch', 'learning_rate', 'model_config', 'data', 'files', 'timestamp', 'versions']:
         assert k in side, k
     assert side['model_config']['hidden_size'] == 16 and side['data']['scaler']['method'] == 'zscore'
+    def bare(c): raise AssertionError(f'bare {c}: not strict JSON')
+    assert json.loads((ck / 'tft_last.json').read_text(), parse_constant=bare)['scheduler']['mode_worse'] == {'$float': 'inf'}   # strict JSON
     out = tmp_path / 'fc.csv'
     r = run('tft_predict', '--checkpoint', str(ck / 'tft_best'), '--output', str(out))
     assert r.returncode == 0, r.stderr[-2000:]

@@ -4,7 +4,7 @@
 
 # %% ../nbs/09_checkpoint.ipynb #2acfb40c
 from __future__ import annotations
-import contextlib, glob, hashlib, json, os, platform, random, signal, threading, time
+import contextlib, glob, hashlib, json, math, os, platform, random, signal, threading, time
 from pathlib import Path
 import numpy as np, torch
 from torch import Tensor
@@ -101,14 +101,14 @@ def _replace_together(files: list[tuple[Path, bytes]]):
 def save_checkpoint(stem, weights: dict[str, Tensor], meta: dict, train_state: dict[str, Tensor] | None = None) -> dict:
     "Write `stem`.safetensors (+ `stem`.train.safetensors) and, last, the `stem`.json sidecar; returns the sidecar. After a crash at any point, `load_checkpoint` finds the old checkpoint or the new one, whole."
     stem = Path(stem)
-    json.dumps(meta, default=_json_default)                      # a sidecar that can't be written fails now, before any file is replaced
+    _sidecar_bytes(meta)                                         # a sidecar that can't be written fails now, before any file is replaced
     tensors = {'weights': ('.safetensors', weights)}
     if train_state is not None: tensors['train_state'] = ('.train.safetensors', train_state)
     side, files = dict(meta, files={}, timestamp=time.strftime('%Y-%m-%dT%H:%M:%S%z'), versions=versions()), []
     for k, (suffix, ts) in tensors.items():
         p, b = stem.with_name(stem.name + suffix), safetensors.torch.save({n: t.detach().contiguous().cpu() for n, t in ts.items()})
         files.append((p, b)); side['files'][k] = dict(name=p.name, **_digest(b))
-    files.append((stem.with_name(stem.name + '.json'), json.dumps(side, indent=1, default=_json_default).encode()))
+    files.append((stem.with_name(stem.name + '.json'), _sidecar_bytes(side)))
     with deferred_interrupt(): _replace_together(files)         # Ctrl-C waits until the files agree
     return side
 
@@ -116,6 +116,22 @@ def _json_default(o):
     if isinstance(o, (np.integer, np.floating)): return o.item()
     if isinstance(o, np.ndarray): return o.tolist()
     raise TypeError(f"can't store {type(o).__name__} in a checkpoint sidecar")
+
+def _strict(o):
+    "`o` with each NaN or infinity as {'$float': 'nan' | 'inf' | '-inf'}: Python's json writes them bare, which strict JSON readers refuse."
+    if isinstance(o, np.ndarray): o = o.tolist()
+    if isinstance(o, (float, np.floating)): return float(o) if math.isfinite(o) else {'$float': repr(float(o))}
+    if isinstance(o, dict): return {k: _strict(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)): return [_strict(v) for v in o]
+    return o
+
+def _unstrict(o):
+    "Inverse of `_strict`, for a loaded sidecar."
+    if isinstance(o, dict): return float(o['$float']) if o.keys() == {'$float'} else {k: _unstrict(v) for k, v in o.items()}
+    if isinstance(o, list): return [_unstrict(v) for v in o]
+    return o
+
+def _sidecar_bytes(side: dict) -> bytes: return json.dumps(_strict(side), indent=1, default=_json_default, allow_nan=False).encode()
 
 # %% ../nbs/09_checkpoint.ipynb #20dd1ea7
 def _stem(path) -> Path:
@@ -135,7 +151,7 @@ def load_checkpoint(path, train_state: bool = False) -> tuple[dict, dict, dict |
     if stem.is_file() and not side_p.is_file():                  # some other file: say what a checkpoint is
         raise CheckpointError(f"{stem}: not a checkpoint (expected a tft_*.safetensors weights file, its .json sidecar or their common stem, such as checkpoints/tft_best)")
     if not side_p.is_file(): raise CheckpointError(f"{side_p}: checkpoint sidecar not found (expected {stem.name}.json next to the weights)")
-    try: side = json.loads(side_p.read_text())
+    try: side = _unstrict(json.loads(side_p.read_text()))
     except (json.JSONDecodeError, UnicodeDecodeError) as e: raise CheckpointError(f"{side_p}: corrupt checkpoint sidecar ({e})") from None
     if not isinstance(side, dict) or not isinstance(side.get('files'), dict):
         raise CheckpointError(f"{side_p}: not a checkpoint sidecar (expected a JSON object with a 'files' entry, as save_checkpoint writes)")
