@@ -157,7 +157,9 @@ def load_checkpoint(path, train_state: bool = False) -> tuple[dict, dict, dict |
         raise CheckpointError(f"{side_p}: not a checkpoint sidecar (expected a JSON object with a 'files' entry, as save_checkpoint writes)")
     out = {}
     for k in ['weights'] + (['train_state'] if train_state else []):
-        if k not in side.get('files', {}): raise CheckpointError(f"{side_p}: the checkpoint has no {k.replace('_', ' ')} (written without resume state?)")
+        if k not in side.get('files', {}):
+            raise CheckpointError(f"{side_p}: the checkpoint has no weights file" if k == 'weights' else f"{side_p}: the checkpoint holds weights only, no training state "
+                                  "to resume from (tft_best is such a checkpoint): resume from the run's tft_last or a tft_epoch_NNN")
         f = side['files'][k]; p = stem.with_name(f['name'])
         if not p.is_file(): raise CheckpointError(f"{p}: missing; the sidecar {side_p.name} lists it")
         b, want = p.read_bytes(), dict(size=f['size'], sha256=f['sha256'])
