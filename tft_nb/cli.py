@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np, pandas as pd, torch
 from pandas.tseries.holiday import (Holiday, GoodFriday, USMartinLutherKingJr, USPresidentsDay, USMemorialDay, USLaborDay,
                                     USThanksgivingDay, nearest_workday, sunday_to_monday)
-from fastcore.script import call_parse, anno_parser, Param, store_true
+from fastcore.script import call_parse, anno_parser, store_true
 from .data import DataError, read_ohlcv, load_sample, bar_spacing, _check_choice, DATA_NAMES
 from .windows import DataConfig, PRESETS, Scaler, Windows, WindowData, make_windows, split_dates
 from .model import TFTConfig, TemporalFusionTransformer

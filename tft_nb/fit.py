@@ -6,7 +6,7 @@
 from __future__ import annotations
 import contextlib, csv, io, json, logging, math, sys, tempfile, time
 from typing import NamedTuple
-from dataclasses import dataclass, asdict, field
+from dataclasses import dataclass, asdict
 from pathlib import Path
 import numpy as np, pandas as pd, torch
 from torch import Tensor
@@ -14,8 +14,7 @@ from .data import bar_spacing, _listed, _one_of, _check_choice, _check_ints
 from .windows import Batch, Windows, WindowData, DataConfig
 from .model import TFTConfig, TemporalFusionTransformer
 from .loss import quantile_loss, q_risk, coverage
-from .train import (micro_batch_weights, grad_norm, GradNormStats, check_grad_norms, EarlyStopping,
-                          set_learning_rate, learning_rate)
+from .train import micro_batch_weights, grad_norm, GradNormStats, check_grad_norms, EarlyStopping, learning_rate
 from .checkpoint import (save_checkpoint, load_checkpoint, optimizer_state, load_optimizer_state, rng_state,
                                set_rng_state, atomic_write, deferred_interrupt, CheckpointError, _stem, _json_default)
 

@@ -5,7 +5,7 @@
 # %% ../nbs/12_plots.ipynb #0f4beab8
 from __future__ import annotations
 from pathlib import Path
-import numpy as np, pandas as pd
+import pandas as pd
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 from .train import VANISHING, EXPLODING

@@ -5,7 +5,6 @@
 # %% ../nbs/08_train.ipynb #a79f697d
 from __future__ import annotations
 import logging, math
-from dataclasses import dataclass, asdict
 import torch
 from torch import nn, Tensor
 

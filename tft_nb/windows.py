@@ -4,8 +4,8 @@
 
 # %% ../nbs/01_windows.ipynb #cd051350
 from __future__ import annotations
-from dataclasses import dataclass, field, asdict, replace
-from typing import NamedTuple, Iterator
+from dataclasses import dataclass, asdict, replace
+from typing import NamedTuple
 import numpy as np, pandas as pd, torch
 from torch import Tensor
 from .data import DataError, COLUMNS, PRICES, check_bars, load_sample, normalize_columns, _check_choice, _check_ints, _listed, _tidy
