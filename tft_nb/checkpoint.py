@@ -81,16 +81,19 @@ def _replace_together(files: list[tuple[Path, bytes]]):
     temps, kept, done = [], {}, []
     try:
         for p, b in files: temps.append(_write_temp(p, b))     # 1. every new file, whole and on disk, under a temporary name
+        new = {real for _, real in temps if not real.exists()}
         for _, real in temps[:-1]:                              # 2. a second name for each file the old sidecar names
             if real.exists():
                 with contextlib.suppress(OSError): os.link(real, pv := real.with_name(f'.{real.name}.{os.urandom(6).hex()}.prev')); kept[real] = pv
         for tmp, real in temps: os.replace(tmp, real); done.append(real)   # 3. the renames, the sidecar's last: it commits
-    except BaseException:                                       # a failure (not a kill): put the old files back
+    except BaseException:                                       # a failure (not a kill): put the old files back, remove new ones
         for tmp, _ in temps:
             if os.path.exists(tmp): os.remove(tmp)
         for real in reversed(done):
             if real in kept:
                 with contextlib.suppress(OSError): os.replace(kept[real], real); del kept[real]
+            elif real in new:
+                with contextlib.suppress(OSError): os.remove(real)
         for real, pv in kept.items():
             if real not in done: os.remove(pv)
         raise
@@ -127,7 +130,7 @@ def _strict(o):
 
 def _unstrict(o):
     "Inverse of `_strict`, for a loaded sidecar."
-    if isinstance(o, dict): return float(o['$float']) if o.keys() == {'$float'} else {k: _unstrict(v) for k, v in o.items()}
+    if isinstance(o, dict): return float(o['$float']) if o.keys() == {'$float'} and o['$float'] in ('nan', 'inf', '-inf') else {k: _unstrict(v) for k, v in o.items()}
     if isinstance(o, list): return [_unstrict(v) for v in o]
     return o
 
@@ -151,25 +154,48 @@ def load_checkpoint(path, train_state: bool = False) -> tuple[dict, dict, dict |
     if stem.is_file() and not side_p.is_file():                  # some other file: say what a checkpoint is
         raise CheckpointError(f"{stem}: not a checkpoint (expected a tft_*.safetensors weights file, its .json sidecar or their common stem, such as checkpoints/tft_best)")
     if not side_p.is_file(): raise CheckpointError(f"{side_p}: checkpoint sidecar not found (expected {stem.name}.json next to the weights)")
-    try: side = _unstrict(json.loads(side_p.read_text()))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e: raise CheckpointError(f"{side_p}: corrupt checkpoint sidecar ({e})") from None
+    text, side = _sidecar(side_p)
+    try: out = _tensor_files(stem, side_p, side, train_state)
+    except CheckpointError:
+        if not side_p.is_file() or side_p.read_text() == text: raise   # not a save that completed while the files were read
+        text, side = _sidecar(side_p); out = _tensor_files(stem, side_p, side, train_state)   # that save's checkpoint
+    return out['weights'], side, out.get('train_state')
+
+def _sidecar(side_p: Path) -> tuple[str, dict]:
+    "The text and content of the sidecar `side_p`."
+    try: text = side_p.read_text(); side = _unstrict(json.loads(text))
+    except ValueError as e: raise CheckpointError(f"{side_p}: corrupt checkpoint sidecar ({e})") from None   # JSON or text encoding
     if not isinstance(side, dict) or not isinstance(side.get('files'), dict):
         raise CheckpointError(f"{side_p}: not a checkpoint sidecar (expected a JSON object with a 'files' entry, as save_checkpoint writes)")
+    return text, side
+
+def _kept_version(p: Path, want: dict) -> bytes | None:
+    "An earlier version of `p` with the digest `want`, kept by a save that did not finish (`_replace_together`), or None."
+    for q in _kept(Path(os.path.realpath(p))):
+        try: b = q.read_bytes()
+        except OSError: continue                                 # dropped meanwhile by a save that finished
+        if _digest(b) == want: return b
+    return None
+
+def _tensor_files(stem: Path, side_p: Path, side: dict, train_state: bool) -> dict:
+    "The weights (and train state) that the sidecar `side` names, checked against their digests."
     out = {}
     for k in ['weights'] + (['train_state'] if train_state else []):
         if k not in side.get('files', {}):
             raise CheckpointError(f"{side_p}: the checkpoint has no weights file" if k == 'weights' else f"{side_p}: the checkpoint holds weights only, no training state "
                                   "to resume from (tft_best is such a checkpoint): resume from the run's tft_last or a tft_epoch_NNN")
-        f = side['files'][k]; p = stem.with_name(f['name'])
+        f = side['files'][k]
+        if not isinstance(f, dict) or not {'name', 'size', 'sha256'} <= f.keys():   # a sidecar edited by hand
+            raise CheckpointError(f"{side_p}: its files entry {k!r} is malformed (expected name, size and sha256, as save_checkpoint writes)")
+        p = stem.with_name(f['name'])
         if not p.is_file(): raise CheckpointError(f"{p}: missing; the sidecar {side_p.name} lists it")
         b, want = p.read_bytes(), dict(size=f['size'], sha256=f['sha256'])
-        if _digest(b) != want:                                   # a save killed between its renames kept the version its sidecar names
-            b = next((c for q in _kept(Path(os.path.realpath(p))) if q.stat().st_size == f['size'] and _digest(c := q.read_bytes()) == want), None)
+        if _digest(b) != want: b = _kept_version(p, want)       # a save killed between its renames kept the version its sidecar names
         if b is None:
             raise CheckpointError(f"{p}: does not match its sidecar {side_p.name} (size {p.stat().st_size}, expected {f['size']}, or different content); the checkpoint is incomplete")
         try: out[k] = safetensors.torch.load(b)
         except safetensors.SafetensorError as e: raise CheckpointError(f"{p}: not a readable safetensors file ({e})") from None
-    return out['weights'], side, out.get('train_state')
+    return out
 
 # %% ../nbs/09_checkpoint.ipynb #ab8020e4
 def optimizer_state(opt: torch.optim.Optimizer) -> tuple[dict, dict]:

@@ -223,6 +223,9 @@ def earlier_run_files(ckpt: Path, overwrite: bool = False, resume: str | None = 
     if Path(ckpt).exists() and not Path(ckpt).is_dir(): raise ValueError(f"checkpoint dir {ckpt} exists and is not a folder")
     if not Path(ckpt).is_dir() or (resume and resume_stem(resume, ckpt).parent.resolve() == Path(ckpt).resolve()): return []
     old = sorted(p for p in Path(ckpt).glob('tft_*') if p.suffix in ('.safetensors', '.json')) + [p for p in [Path(ckpt) / 'metrics.csv'] if p.exists()]
+    if old and not overwrite and not (Path(ckpt) / 'tft_last.json').is_file():   # nothing to resume 'last' (a run stopped during its first epoch's writes, say)
+        raise ValueError(f"checkpoint dir {ckpt} already holds a training run ({_listed([p.name for p in old], 3)}), with no tft_last.json to resume from: "
+                         "replace it (overwrite=True, --overwrite) or choose another checkpoint_dir")
     if old and not overwrite:
         raise ValueError(f"checkpoint dir {ckpt} already holds a training run ({_listed([p.name for p in old], 3)}): resume it (resume='last', --resume last), "
                          "replace it (overwrite=True, --overwrite) or choose another checkpoint_dir")
@@ -261,7 +264,10 @@ def _scaler_change(saved: dict, now: dict) -> str | None:
 def open_resume(resume, cfg: TrainConfig, model_config: dict, data: dict) -> Resume:
     "Load the checkpoint that `resume` names and check that it continues this run (same model, data and training settings, and the same training bars, as `data` = `run_data(...)` says; only `RESUME_MAY_CHANGE` may differ) and that its best weights are on disk. Writes nothing."
     stem = resume_stem(resume, cfg.checkpoint_dir)
-    if str(resume) == 'last' and not any(stem.with_suffix(s).exists() for s in ('.json', '.safetensors')):
+    if str(resume) == 'last' and not stem.with_suffix('.json').is_file():
+        if old := earlier_run_files(stem.parent, overwrite=True):   # a run stopped during its first epoch's writes
+            raise CheckpointError(f"nothing to resume: {stem.parent} holds files of a training run ({_listed([p.name for p in old], 3)}) but no {stem.name}.json, the checkpoint "
+                                  "resume='last' continues (a run stopped during its first epoch's writes leaves none): start over there with overwrite=True (--overwrite)")
         raise CheckpointError(f"nothing to resume: {stem.parent} holds no earlier run (no {stem.name}.json); resume='last' (--resume last on the command line) "
                               "continues an interrupted run there: leave it out to start a fresh one")
     weights, side, ts = load_checkpoint(stem, train_state=True)
@@ -286,7 +292,7 @@ def open_resume(resume, cfg: TrainConfig, model_config: dict, data: dict) -> Res
         try: bw, bside, _ = load_checkpoint(stem.parent / 'tft_best'); err = None
         except CheckpointError as e: bside, err = {}, e
         if bside.get('epoch') == be: best = (bw, bside)
-        elif be == side['epoch']:   # the checkpoint's own epoch was the best (a run killed after writing tft_last and before tft_best left an older one)
+        elif be == side['epoch'] and (err or (bside.get('epoch') or 0) < be):   # its own epoch was the best, and tft_best is behind: killed between the two
             best, saved = (weights, {k: v for k, v in side.items() if k not in ('history', 'optimizer', 'scheduler', 'early_stopping', 'rng', 'files', 'timestamp', 'versions')}), False
         elif err: raise err
         else: raise CheckpointError(f"cannot resume from {stem}: the run's best epoch then was {be}, but {stem.parent / 'tft_best'} holds epoch {bside.get('epoch')} "
