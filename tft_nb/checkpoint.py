@@ -102,7 +102,7 @@ def _replace_together(files: list[tuple[Path, bytes]]):
         for q in _kept(real) + sorted(real.parent.glob(f'.{glob.escape(real.name)}.*.tmp')): q.unlink(missing_ok=True)   # and a killed save's leftovers
 
 def save_checkpoint(stem, weights: dict[str, Tensor], meta: dict, train_state: dict[str, Tensor] | None = None) -> dict:
-    "Write `stem`.safetensors (+ `stem`.train.safetensors) and, last, the `stem`.json sidecar; returns the sidecar. After a crash at any point, `load_checkpoint` finds the old checkpoint or the new one, whole."
+    "Write `stem`.safetensors (+ `stem`.train.safetensors) and, last, the `stem`.json sidecar; returns the sidecar. After a crash at any point, `load_checkpoint` finds the old checkpoint or the new one, whole (where the file system has hard links)."
     stem = Path(stem)
     _sidecar_bytes(meta)                                         # a sidecar that can't be written fails now, before any file is replaced
     tensors = {'weights': ('.safetensors', weights)}

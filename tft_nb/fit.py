@@ -223,11 +223,9 @@ def earlier_run_files(ckpt: Path, overwrite: bool = False, resume: str | None = 
     if Path(ckpt).exists() and not Path(ckpt).is_dir(): raise ValueError(f"checkpoint dir {ckpt} exists and is not a folder")
     if not Path(ckpt).is_dir() or (resume and resume_stem(resume, ckpt).parent.resolve() == Path(ckpt).resolve()): return []
     old = sorted(p for p in Path(ckpt).glob('tft_*') if p.suffix in ('.safetensors', '.json')) + [p for p in [Path(ckpt) / 'metrics.csv'] if p.exists()]
-    if old and not overwrite and not (Path(ckpt) / 'tft_last.json').is_file():   # nothing to resume 'last' (a run stopped during its first epoch's writes, say)
-        raise ValueError(f"checkpoint dir {ckpt} already holds a training run ({_listed([p.name for p in old], 3)}), with no tft_last.json to resume from: "
-                         "replace it (overwrite=True, --overwrite) or choose another checkpoint_dir")
-    if old and not overwrite:
-        raise ValueError(f"checkpoint dir {ckpt} already holds a training run ({_listed([p.name for p in old], 3)}): resume it (resume='last', --resume last), "
+    if old and not overwrite:   # without tft_last.json there is nothing to resume (a run stopped during its first epoch's writes, say)
+        resume_it = ": resume it (resume='last', --resume last), " if (Path(ckpt) / 'tft_last.json').is_file() else ", with no tft_last.json to resume from: "
+        raise ValueError(f"checkpoint dir {ckpt} already holds a training run ({_listed([p.name for p in old], 3)}){resume_it}"
                          "replace it (overwrite=True, --overwrite) or choose another checkpoint_dir")
     return old
 
