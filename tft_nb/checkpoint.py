@@ -9,13 +9,16 @@ from pathlib import Path
 import numpy as np, torch
 from torch import Tensor
 import safetensors, safetensors.torch
+from .checks import UsageError
+from .train import TrainingState
 
 # %% auto #0
-__all__ = ['CheckpointError', 'atomic_write', 'deferred_interrupt', 'versions', 'save_checkpoint', 'load_checkpoint',
-           'optimizer_state', 'load_optimizer_state', 'rng_state', 'set_rng_state']
+__all__ = ['RESUME_STATE', 'CheckpointError', 'atomic_write', 'deferred_interrupt', 'versions', 'save_checkpoint', 'as_json',
+           'checkpoint_stem', 'load_checkpoint', 'optimizer_state', 'load_optimizer_state', 'rng_state',
+           'set_rng_state', 'resume_state', 'load_resume_state']
 
 # %% ../nbs/11_checkpoint.ipynb #bf488b00
-class CheckpointError(ValueError):
+class CheckpointError(UsageError):
     "A checkpoint is missing, incomplete or inconsistent; the message names the file."
 
 def _named(e: OSError, path) -> OSError: return OSError(e.errno, e.strerror, str(path))   # names `path`, not a temporary file
@@ -134,10 +137,16 @@ def _unstrict(o):
     if isinstance(o, list): return [_unstrict(v) for v in o]
     return o
 
-def _sidecar_bytes(side: dict) -> bytes: return json.dumps(_strict(side), indent=1, default=_json_default, allow_nan=False).encode()
+def _sidecar_bytes(side: dict) -> bytes:
+    "The strict JSON text of the sidecar `side`."
+    return json.dumps(_strict(side), indent=1, default=_json_default, allow_nan=False).encode()
+
+def as_json(d: dict) -> dict:
+    "`d` as a sidecar stores and loads it: tuples as lists, NumPy numbers as Python's."
+    return json.loads(json.dumps(d, default=_json_default))
 
 # %% ../nbs/11_checkpoint.ipynb #20dd1ea7
-def _stem(path) -> Path:
+def checkpoint_stem(path) -> Path:
     "The stem of a checkpoint given its stem or any of its files."
     p = Path(path)
     for suf in ('.train.safetensors', '.safetensors', '.json'):
@@ -146,7 +155,7 @@ def _stem(path) -> Path:
 
 def load_checkpoint(path, train_state: bool = False) -> tuple[dict, dict, dict | None]:
     "Load (weights, sidecar, train state or None) of the checkpoint at `path`, checking files against the sidecar."
-    stem = _stem(path); side_p = stem.with_name(stem.name + '.json')
+    stem = checkpoint_stem(path); side_p = stem.with_name(stem.name + '.json')
     if stem.is_dir() and not side_p.is_file():                   # a run's folder: name one of its checkpoints
         found = sorted(p.name[:-len('.json')] for p in stem.glob('tft_*.json'))
         raise CheckpointError(f"{stem}: a folder, not a checkpoint; " + (f"give one in it, such as {stem / ('tft_best' if 'tft_best' in found else found[-1])}"
@@ -215,7 +224,10 @@ def load_optimizer_state(opt: torch.optim.Optimizer, tensors: dict, rest: dict):
         if k.startswith('optim.'):
             _, i, name = k.split('.', 2); state.setdefault(int(i), {})[name] = v
     for i, st in rest['plain'].items(): state.setdefault(int(i), {}).update(st)
-    opt.load_state_dict(dict(state=state, param_groups=rest['param_groups']))
+    try: opt.load_state_dict(dict(state=state, param_groups=rest['param_groups']))
+    except ValueError as e:   # other parameter groups: another model, or a checkpoint of an older tft_nb
+        raise CheckpointError(f"the checkpoint's optimizer state does not fit this optimizer ({e}); "
+                              "start a fresh run") from None
 
 # %% ../nbs/11_checkpoint.ipynb #254ecf01
 def rng_state(data_gen: torch.Generator) -> tuple[dict, dict]:
@@ -234,3 +246,24 @@ def set_rng_state(data_gen: torch.Generator, tensors: dict, rest: dict):
     if cuda and torch.cuda.is_available(): torch.cuda.set_rng_state_all(cuda[:torch.cuda.device_count()])   # resumed on fewer GPUs: theirs
     v, s, g = rest['python']; random.setstate((v, tuple(s), g))
     n = rest['numpy']; np.random.set_state((n[0], np.array(n[1], dtype=np.uint32), *n[2:]))
+
+# %% ../nbs/11_checkpoint.ipynb #8ce09f7c
+RESUME_STATE = dict(epoch=int, global_step=int, history=list, optimizer=dict, early_stopping=dict, rng=dict)   # + scheduler
+
+def resume_state(state: TrainingState) -> tuple[dict, dict]:
+    "What a resumable checkpoint holds of `state` besides its weights: (tensors, sidecar entries)."
+    opt_t, opt_rest = optimizer_state(state.opt)
+    rng_t, rng_rest = rng_state(state.order)
+    schedule = state.schedule.state_dict() if state.schedule is not None else None
+    entries = dict(epoch=state.epoch, global_step=state.step, history=state.history, optimizer=opt_rest,
+                   scheduler=schedule, early_stopping=state.stopping.state_dict(), rng=rng_rest)
+    return {**opt_t, **rng_t}, entries
+
+def load_resume_state(state: TrainingState, weights: dict, tensors: dict, side: dict):
+    "Restore `state` from a resumable checkpoint's weights, training tensors and sidecar."
+    state.model.load_state_dict(weights)
+    load_optimizer_state(state.opt, tensors, side['optimizer'])
+    if state.schedule is not None and side.get('scheduler'): state.schedule.load_state_dict(side['scheduler'])
+    state.stopping.load_state_dict(side['early_stopping'])
+    set_rng_state(state.order, tensors, side['rng'])
+    state.epoch, state.step, state.history = side['epoch'], side['global_step'], side['history']

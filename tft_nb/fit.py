@@ -17,7 +17,7 @@ from .model import TFTConfig, TemporalFusionTransformer
 from .loss import quantile_loss, q_risk, coverage
 from .train import micro_batch_weights, grad_norm, GradNormStats, check_grad_norms, EarlyStopping, learning_rate
 from .checkpoint import (save_checkpoint, load_checkpoint, optimizer_state, load_optimizer_state, rng_state,
-                               set_rng_state, atomic_write, deferred_interrupt, CheckpointError, _stem, _json_default)
+                               set_rng_state, atomic_write, deferred_interrupt, CheckpointError, checkpoint_stem as _stem, _json_default)
 
 # %% auto #0
 __all__ = ['DEVICES', 'HISTORY_COLUMNS', 'RESUME_MAY_CHANGE', 'RESUME_STATE', 'TrainConfig', 'resolve_device', 'train_step',

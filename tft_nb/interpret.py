@@ -9,27 +9,10 @@ from typing import Sequence
 import numpy as np, pandas as pd, torch
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
-from .windows import Windows
-from .model import TemporalFusionTransformer, TFTOutput
+from .model import TFTOutput
 
 # %% auto #0
-__all__ = ['concat_outputs', 'collect_outputs', 'variable_importance', 'attention_by_lag', 'plot_variable_importance',
-           'plot_attention']
-
-# %% ../nbs/09_interpret.ipynb #d986acc3
-def concat_outputs(outs:Sequence[TFTOutput]) -> TFTOutput:
-    "Concatenate the outputs of several batches along the window axis."
-    return TFTOutput(*(torch.cat(ts) for ts in zip(*(vars(o).values() for o in outs))))
-
-def collect_outputs(model:TemporalFusionTransformer, windows:Windows, batch_size:int=256) -> TFTOutput:
-    "Outputs of `model` (eval mode, no gradients) for every window of `windows`, computed on the model's device, returned on the CPU."
-    was_training = model.training
-    model.eval()
-    windows = windows.to(next(model.parameters()).device)              # a model trained on CUDA stays there
-    with torch.inference_mode():
-        outs = [TFTOutput(*(t.cpu() for t in vars(model(b)).values())) for b in windows.batches(batch_size)]
-    model.train(was_training)
-    return concat_outputs(outs)
+__all__ = ['variable_importance', 'attention_by_lag', 'plot_variable_importance', 'plot_attention']
 
 # %% ../nbs/09_interpret.ipynb #20453dde
 def variable_importance(out:TFTOutput,
