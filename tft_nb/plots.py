@@ -14,28 +14,39 @@ from .train import VANISHING, EXPLODING
 __all__ = ['read_history', 'plot_history', 'plot_fan', 'calibration', 'plot_calibration']
 
 # %% ../nbs/18_plots.ipynb #6bae950c
-def read_history(metrics) -> pd.DataFrame:
-    "The per-epoch history from a `metrics.csv` path, a checkpoint folder or a DataFrame."
-    if isinstance(metrics, pd.DataFrame): return metrics
-    p = Path(metrics)
+def read_history(run) -> pd.DataFrame:
+    "The per-epoch history of a run: a `FitResult`, a metrics.csv path, a checkpoint folder or a DataFrame."
+    if isinstance(run, pd.DataFrame): return run
+    if hasattr(run, 'history'): return run.history
+    p = Path(run)
     return pd.read_csv(p / 'metrics.csv' if p.is_dir() else p)
 
-def plot_history(metrics, patience: int | None = None) -> Figure:
-    "Loss (train, validation, best epoch, early stop), gradient norm (log scale, warning thresholds) and learning rate per epoch."
-    h = read_history(metrics)
+def _loss_panel(ax, h: pd.DataFrame, stopped: bool):
+    "Training and validation loss, the best epoch (early stopping's last improvement) and the stop."
+    ax.plot(h.epoch, h.train_loss, 'o-', ms=3, label='train')
+    ax.plot(h.epoch, h.val_loss, 'o-', ms=3, label='validation')
+    if len(best := h[h.improved.astype(bool)]):                       # none: no epoch improved (a NaN loss, say)
+        b = best.iloc[-1]
+        ax.axvline(b.epoch, color='g', ls='--', lw=1, label=f'best epoch {int(b.epoch)} ({b.val_loss:.4f})')
+    if stopped: ax.axvline(h.epoch.iloc[-1], color='r', ls=':', lw=1, label='early stop')
+    ax.set(title='Pinball loss (scaled target)', xlabel='epoch', ylabel='loss')
+    ax.legend()
+
+# %% ../nbs/18_plots.ipynb #4c201126
+def plot_history(run, stopped_early: bool | None = None) -> Figure:
+    "Loss with the best epoch and the stop, gradient norms against their thresholds, and the learning rate per epoch."
+    h = read_history(run)
+    stopped = getattr(run, 'stopped_early', False) if stopped_early is None else stopped_early
     fig, (a, b, c) = plt.subplots(1, 3, figsize=(15, 4))
-    a.plot(h.epoch, h.train_loss, 'o-', ms=3, label='train'); a.plot(h.epoch, h.val_loss, 'o-', ms=3, label='validation')
-    best = h[h.improved] if 'improved' in h else h.loc[[h.val_loss.idxmin()]] if h.val_loss.notna().any() else h[:0]   # early stopping's best (threshold rule)
-    best = best.iloc[-1] if len(best) else None                                        # none: no epoch improved (a NaN loss, say)
-    if best is not None: a.axvline(best.epoch, color='g', ls='--', lw=1, label=f'best epoch {int(best.epoch)} ({best.val_loss:.4f})')
-    if patience is not None and len(h) - (int(best.epoch) if best is not None else 0) >= patience:
-        a.axvline(h.epoch.iloc[-1], color='r', ls=':', lw=1, label=f'early stop (patience {patience})')
-    a.set(title='Pinball loss (scaled target)', xlabel='epoch', ylabel='loss'); a.legend()
+    _loss_panel(a, h, stopped)
     b.semilogy(h.epoch, h.grad_norm, 'o-', ms=3, label='mean per epoch')
-    if 'grad_norm_max' in h: b.semilogy(h.epoch, h.grad_norm_max, '.', ms=4, alpha=.6, label='max per epoch')
-    b.axhline(EXPLODING, color='r', ls=':', lw=1, label=f'exploding > {EXPLODING:g}'); b.axhline(VANISHING, color='orange', ls=':', lw=1, label=f'vanishing < {VANISHING:g}')
-    b.set(title='Global gradient L2 norm', xlabel='epoch', ylim=(VANISHING / 10, EXPLODING * 10)); b.legend(fontsize=8)
-    c.plot(h.epoch, h.learning_rate, 'o-', ms=3); c.set(title='Learning rate', xlabel='epoch', yscale='log')
+    b.semilogy(h.epoch, h.grad_norm_max, '.', ms=4, alpha=.6, label='max per epoch')
+    b.axhline(EXPLODING, color='r', ls=':', lw=1, label=f'exploding > {EXPLODING:g}')
+    b.axhline(VANISHING, color='orange', ls=':', lw=1, label=f'vanishing < {VANISHING:g}')
+    b.set(title='Global gradient L2 norm', xlabel='epoch', ylim=(VANISHING / 10, EXPLODING * 10))
+    b.legend(fontsize=8)
+    c.plot(h.epoch, h.learning_rate, 'o-', ms=3)
+    c.set(title='Learning rate', xlabel='epoch', ylabel='learning rate', yscale='log')
     fig.tight_layout()
     return fig
 
