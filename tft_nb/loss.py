@@ -14,13 +14,15 @@ __all__ = ['pinball', 'quantile_loss', 'horizon_loss', 'q_risk', 'coverage']
 
 # %% ../nbs/07_loss.ipynb #7fb52f56
 def _check_shapes(pred:Tensor, target:Tensor):
-    "Refuse `pred` and `target` that are not (..., Q) and (...): broadcasting would quietly pair every forecast with every target."
+    "Refuse `pred` and `target` that are not (..., Q) and (...): broadcasting would pair them wrongly."
     if pred.shape[:-1] != target.shape:
-        raise ValueError(f"pred {tuple(pred.shape)} and target {tuple(target.shape)} do not match: expected pred (B, Td, Q) and target (B, Td)")
+        raise ValueError(f"pred {tuple(pred.shape)} and target {tuple(target.shape)} do not match: "
+                         "expected pred (B, Td, Q) and target (B, Td)")
 
 def pinball(pred:Tensor, target:Tensor, quantiles:Sequence[float]) -> Tensor:
     "Element-wise pinball loss QL_q of `pred` (B, Td, Q) against `target` (B, Td); (B, Td, Q)."
-    if pred.shape[-1] != len(quantiles): raise ValueError(f"pred has {pred.shape[-1]} quantiles, expected {len(quantiles)}")
+    if pred.shape[-1] != len(quantiles):
+        raise ValueError(f"pred has {pred.shape[-1]} quantiles, expected {len(quantiles)}")
     _check_shapes(pred, target)
     q = torch.as_tensor(quantiles, dtype=pred.dtype, device=pred.device)  # (Q,)
     e = target.unsqueeze(-1) - pred                                        # (B, Td, Q) y - y_hat

@@ -1,8 +1,8 @@
 """Write README.md from nbs/index.ipynb without Quarto (what `nbdev_readme` does where Quarto is installed).
 
 Markdown cells are copied; code cells become ```python blocks followed by their text outputs; cells marked
-`#| hide` are left out, image links are made relative to the repository root and `#|` directive lines are dropped. Usage: `python tools/make_readme.py [--check]`
-(`--check` exits 1 if README.md is not what the notebook gives)."""
+`#| hide` are left out, image links are made relative to the repository root and `#|` directive lines are dropped.
+Usage: `python tools/make_readme.py [--check]` (`--check` exits 1 if README.md is not what the notebook gives)."""
 import json, sys
 from pathlib import Path
 
@@ -25,7 +25,9 @@ def readme(nb_path=root/'nbs'/'index.ipynb') -> str:
         src = _src(c)
         lines = src.splitlines()
         if any(l.strip().replace(' ', '') in ('#|hide', '#|hide_input') for l in lines): continue
-        if c['cell_type'] == 'markdown': parts.append(src.strip().replace('](images/', '](nbs/images/')); continue
+        if c['cell_type'] == 'markdown':
+            parts.append(src.strip().replace('](images/', '](nbs/images/'))
+            continue
         code = '\n'.join(l for l in lines if not l.lstrip().startswith('#|')).strip()
         if code: parts.append(f"```python\n{code}\n```")
         for o in _outputs(c):
