@@ -13,7 +13,7 @@ from tft_nb.data import read_dbn, read_ohlcv, write_dbn, _OHLCV_DTYPE, _decompre
 from tft_nb.windows import DataConfig, make_windows
 
 def make_bars(n_bars: int, n_sym: int = 4, seed: int = 0) -> pd.DataFrame:
-    "Random-walk one-minute bars, `n_bars` in all, split evenly over `n_sym` symbols; OHLC valid, prices on a 0.01 grid."
+    "Random-walk 1-minute bars, `n_bars` in all, split evenly over `n_sym` symbols; OHLC valid, prices on a 0.01 grid."
     rng, per, out = np.random.default_rng(seed), n_bars // n_sym, []
     ts = pd.date_range('2020-01-01', periods=per, freq='1min', tz='UTC')
     for k in range(n_sym):
@@ -21,7 +21,8 @@ def make_bars(n_bars: int, n_sym: int = 4, seed: int = 0) -> pd.DataFrame:
         o = np.r_[c[0], c[:-1]]
         w = np.round(np.abs(rng.normal(0, 0.05, (2, per))), 2)
         out.append(pd.DataFrame({'ts_event': ts, 'symbol': f'SYM{k}', 'open': o, 'high': np.maximum(o, c) + w[0],
-                                 'low': np.minimum(o, c) - w[1], 'close': c, 'volume': rng.integers(1, 10_000, per).astype('float64')}))
+                                 'low': np.minimum(o, c) - w[1], 'close': c,
+                                 'volume': rng.integers(1, 10_000, per).astype('float64')}))
     return pd.concat(out, ignore_index=True)
 
 def raw_floor(path: Path) -> float:
@@ -36,12 +37,18 @@ def best(fn, reps: int = 5) -> float:
     fn()   # warm-up
     ts = []
     for _ in range(reps):
-        t = time.perf_counter(); fn(); ts.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t)
     return min(ts)
 
 def profile(fn, top: int = 14) -> str:
-    pr = cProfile.Profile(); pr.enable(); fn(); pr.disable()
-    s = io.StringIO(); pstats.Stats(pr, stream=s).sort_stats('tottime').print_stats(top)
+    pr = cProfile.Profile()
+    pr.enable()
+    fn()
+    pr.disable()
+    s = io.StringIO()
+    pstats.Stats(pr, stream=s).sort_stats('tottime').print_stats(top)
     return s.getvalue()
 
 def main():
@@ -55,7 +62,8 @@ def main():
     rows = []
     with tempfile.TemporaryDirectory() as d:
         plain, z = Path(d) / 'bars.dbn', Path(d) / 'bars.dbn.zst'
-        write_dbn(bars, plain); write_dbn(bars, z, zstd=True)
+        write_dbn(bars, plain)
+        write_dbn(bars, z, zstd=True)
         print(f"{n:,} bars, {bars.symbol.nunique()} symbols; DBN {plain.stat().st_size / 2**20:.1f} MiB, "
               f"zstd {z.stat().st_size / 2**20:.1f} MiB; best of {a.reps} after one warm-up")
         ratios = {}

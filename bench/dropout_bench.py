@@ -1,5 +1,5 @@
-"""CPU dropout: PyTorch's `F.dropout` against `tft_nb.gating.dropout` (on large CPU tensors `packed_dropout`: four elements
-per random 64-bit draw; below 8192 elements `F.dropout` itself).
+"""CPU dropout: PyTorch's `F.dropout` against `tft_nb.gating.dropout` (on large CPU tensors `packed_dropout`: four
+elements per random 64-bit draw; below 8192 elements `F.dropout` itself).
 
 Prints, side by side in one run on the CPU:
   1. the time of one dropout call (p = 0.1) on the largest activation the TFT drops, the encoder's per-variable
@@ -23,11 +23,12 @@ from model_bench import make_batch, timed          # bench/ is on sys.path when 
 CPU = torch.device('cpu')
 
 def build(drop_cls, H=16, heads=2):
-    "A TFT of the benchmark task's shape with GLU dropout modules of class `drop_cls` (seeded: same weights for either class)."
+    "A TFT of the task's shape with GLU dropout modules of class `drop_cls` (seeded: same weights for either class)."
     G.Dropout, keep = drop_cls, G.Dropout
     try:
         torch.manual_seed(0)
-        cfg = TFTConfig(encoder_vars=6, decoder_vars=2, static_cardinalities=(2,), encoder_length=60, horizon=5, hidden_size=H, attention_heads=heads)
+        cfg = TFTConfig(encoder_vars=6, decoder_vars=2, static_cardinalities=(2,), encoder_length=60, horizon=5,
+                        hidden_size=H, attention_heads=heads)
         m = TemporalFusionTransformer(cfg).train()
     finally: G.Dropout = keep
     return m, torch.optim.Adam(m.parameters(), 1e-3, fused=True), cfg
@@ -42,7 +43,9 @@ def compare_steps(H, heads, steps):
     for i in range(steps + 3):
         for k, (m, opt, cfg) in runs.items():
             t0 = time.perf_counter()
-            opt.zero_grad(set_to_none=True); quantile_loss(m(batch).quantiles, batch.target, cfg.quantiles).backward(); opt.step()
+            opt.zero_grad(set_to_none=True)
+            quantile_loss(m(batch).quantiles, batch.target, cfg.quantiles).backward()
+            opt.step()
             if i >= 3: ts[k].append(time.perf_counter() - t0)
     med = {k: statistics.median(v) for k, v in ts.items()}
     print(f"training step, hidden {H}, batch {B} (median of {steps}, alternating): "
@@ -54,14 +57,19 @@ def main(steps=40, default_steps=8):
     for H in (16, 256):
         x = torch.randn(32, 60, 6, H)
         a, b = timed(lambda: F.dropout(x, 0.1, True), CPU, 200, 1), timed(lambda: G.dropout(x, 0.1), CPU, 200, 1)
-        print(f"dropout on {tuple(x.shape)}: F.dropout {a * 1e3:.3f} ms, tft_nb dropout {b * 1e3:.3f} ms ({a / b:.1f}x)")
+        print(f"dropout on {tuple(x.shape)}: F.dropout {a * 1e3:.3f} ms, tft_nb dropout {b * 1e3:.3f} ms "
+              f"({a / b:.1f}x)")
     for n in (512, 2048, 8192, 32768):
         x, g = torch.randn(n, requires_grad=True), torch.randn(n)
-        a, b = (timed(lambda: f(x, 0.1).backward(g), CPU, 300, 5) for f in (lambda x, p: F.dropout(x, p, True), G.packed_dropout))
-        print(f"forward+backward on {n} elements: F.dropout {a * 1e3:.3f} ms, packed_dropout {b * 1e3:.3f} ms ({a / b:.2f}x)")
+        a, b = (timed(lambda: f(x, 0.1).backward(g), CPU, 300, 5)
+                for f in (lambda x, p: F.dropout(x, p, True), G.packed_dropout))
+        print(f"forward+backward on {n} elements: F.dropout {a * 1e3:.3f} ms, packed_dropout {b * 1e3:.3f} ms "
+              f"({a / b:.2f}x)")
     compare_steps(16, 2, steps)
     compare_steps(256, 8, default_steps)
 
 if __name__ == '__main__':
-    ap = argparse.ArgumentParser(); ap.add_argument('--steps', type=int, default=40); ap.add_argument('--default-steps', type=int, default=8)
+    ap = argparse.ArgumentParser()
+    ap.add_argument('--steps', type=int, default=40)
+    ap.add_argument('--default-steps', type=int, default=8)
     main(**vars(ap.parse_args()))

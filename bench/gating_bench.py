@@ -43,7 +43,8 @@ def compare_calls():
         for shape in ((32, 4, H), (32, 5, 2, H), (32, 60, 6, H)):
             V = shape[-2]
             torch.manual_seed(0)
-            mods = {'VariableLinear': G.VariableLinear(V, H, 2 * H), 'GatedLinearUnit': G.GatedLinearUnit(H, H, variables=V),
+            mods = {'VariableLinear': G.VariableLinear(V, H, 2 * H),
+                    'GatedLinearUnit': G.GatedLinearUnit(H, H, variables=V),
                     'VariableLayerNorm': G.VariableLayerNorm(V, H)}
             for name, m in mods.items():
                 cls, d_out = type(m), 2 * H if name == 'VariableLinear' else H
@@ -51,18 +52,23 @@ def compare_calls():
                 torch.testing.assert_close(NEW[cls](m, x), OLD[cls](m, x), rtol=1e-4, atol=1e-4)
                 reps = 200 if x.numel() < 100_000 else 20
                 a, b = (timed(lambda: f(m, x).backward(g), CPU, reps, 3) for f in (OLD[cls], NEW[cls]))
-                print(f"{name:17s} forward+backward on {str(shape):16s}: old {a * 1e3:8.3f} ms, new {b * 1e3:8.3f} ms ({a / b:.2f}x)")
+                print(f"{name:17s} forward+backward on {str(shape):16s}: old {a * 1e3:8.3f} ms, "
+                      f"new {b * 1e3:8.3f} ms ({a / b:.2f}x)")
 
 def compare_steps(steps, H, heads, B=32):
     torch.manual_seed(0)
     cfg = TFTConfig(hidden_size=H, attention_heads=heads)
-    m = TemporalFusionTransformer(cfg).train(); opt = torch.optim.Adam(m.parameters(), 1e-3, fused=True)
+    m = TemporalFusionTransformer(cfg).train()
+    opt = torch.optim.Adam(m.parameters(), 1e-3, fused=True)
     batch, ts = make_batch(cfg, B, CPU), {'old': [], 'new': []}
     try:
         for i in range(steps + 2):
             for k, fs in (('old', OLD), ('new', NEW)):
-                use(fs); t0 = time.perf_counter()
-                opt.zero_grad(set_to_none=True); quantile_loss(m(batch).quantiles, batch.target, cfg.quantiles).backward(); opt.step()
+                use(fs)
+                t0 = time.perf_counter()
+                opt.zero_grad(set_to_none=True)
+                quantile_loss(m(batch).quantiles, batch.target, cfg.quantiles).backward()
+                opt.step()
                 if i >= 2: ts[k].append(time.perf_counter() - t0)
     finally: use(NEW)
     med = {k: statistics.median(v) for k, v in ts.items()}
@@ -76,5 +82,7 @@ def main(steps=40, default_steps=0):
     if default_steps: compare_steps(default_steps, 256, 8)
 
 if __name__ == '__main__':
-    ap = argparse.ArgumentParser(); ap.add_argument('--steps', type=int, default=40); ap.add_argument('--default-steps', type=int, default=0)
+    ap = argparse.ArgumentParser()
+    ap.add_argument('--steps', type=int, default=40)
+    ap.add_argument('--default-steps', type=int, default=0)
     main(**vars(ap.parse_args()))

@@ -23,7 +23,8 @@ the cache effect; and (a - b) / b, the A/B of whole steps, which on a shared mac
 On CUDA the steps run under bf16 autocast, as `fit` runs them, and (c) and (e) are read from CUDA events recorded
 in the step (no synchronisation there, so the queue stays as full as in training): the GPU time between them,
 which includes any wait for the host to launch the kernels.
-Usage: python bench/grad_norm_bench.py [--steps N] [--device cpu|cuda] [--hidden 256 --heads 8 --lstm-layers 2 --batch 32]
+Usage: python bench/grad_norm_bench.py [--steps N] [--device cpu|cuda]
+                                      [--hidden 256 --heads 8 --lstm-layers 2 --batch 32]
 """
 import argparse, math, statistics, time
 import torch
@@ -37,21 +38,27 @@ def sync(dev):
     if dev.type == 'cuda': torch.cuda.synchronize()
 
 def main(steps=20, device='cpu', hidden=256, heads=8, lstm_layers=2, batch=32):
-    dev = torch.device(device); torch.manual_seed(0)
+    dev = torch.device(device)
+    torch.manual_seed(0)
     cfg = TFTConfig(encoder_vars=6, decoder_vars=2, static_cardinalities=(2,), encoder_length=60, horizon=5,
                     hidden_size=hidden, attention_heads=heads, lstm_layers=lstm_layers)
-    m = TemporalFusionTransformer(cfg).to(dev).train(); opt = F._make_optimizer(m, F.TrainConfig())
+    m = TemporalFusionTransformer(cfg).to(dev).train()
+    opt = F._make_optimizer(m, F.TrainConfig())
     B = batch
     b = make_batch(cfg, B, dev)
     cuda = dev.type == 'cuda'
-    def mark():                                   # a point in time: the CPU clock, or a CUDA event in the stream (no sync)
+    def mark():                                   # a point in time: the CPU clock, or a CUDA event in the stream
+                                                  # (no sync)
         if not cuda: return time.perf_counter()
-        e = torch.cuda.Event(enable_timing=True); e.record(); return e
+        e = torch.cuda.Event(enable_timing=True)
+        e.record()
+        return e
     def secs(t0, t1): return t0.elapsed_time(t1) / 1e3 if cuda else t1 - t0
     stats, marks = GradNormStats(), {}
     def timed_norm(params):                       # replaces grad_norm inside tft_nb.fit.train_step
         marks['tail'] = t0 = mark()               # the tail of a step with the norm starts here
-        n = grad_norm(params); stats.update(n)
+        n = grad_norm(params)
+        stats.update(n)
         marks['norm'] = (t0, mark())
         return n
     F.grad_norm = timed_norm
@@ -65,13 +72,20 @@ def main(steps=20, device='cpu', hidden=256, heads=8, lstm_layers=2, batch=32):
             pred = m(b).quantiles
         quantile_loss(pred.float(), b.target, cfg.quantiles).backward()
     def without_norm():                           # train_step minus the norm
-        forward_backward(); opt.step()
+        forward_backward()
+        opt.step()
     with_norm = lambda: F.train_step(m, opt, [b], autocast=cuda)
-    for _ in range(3): with_norm(); without_norm()
+    for _ in range(3):
+        with_norm()
+        without_norm()
     runs = {with_norm: [], without_norm: []}      # per step: (seconds, its marks)
     for _ in range(steps):
         for fn in runs:                           # alternating, so that machine noise hits both alike
-            marks.clear(); sync(dev); t0 = time.perf_counter(); fn(); sync(dev)
+            marks.clear()
+            sync(dev)
+            t0 = time.perf_counter()
+            fn()
+            sync(dev)
             runs[fn].append((time.perf_counter() - t0, dict(marks)))
     med = statistics.median
     a, bb = (med(t for t, _ in runs[fn]) for fn in (with_norm, without_norm))
@@ -80,47 +94,78 @@ def main(steps=20, device='cpu', hidden=256, heads=8, lstm_layers=2, batch=32):
     params = [p for g in opt.param_groups for p in g['params']]
     td, te = [], []
     for _ in range(200):
-        sync(dev); t0 = time.perf_counter(); stats.update(grad_norm(params)); sync(dev); td.append(time.perf_counter() - t0)
+        sync(dev)
+        t0 = time.perf_counter()
+        stats.update(grad_norm(params))
+        sync(dev)
+        td.append(time.perf_counter() - t0)
     grads = [p.grad for p in params]
     for _ in range(200):
-        sync(dev); t0 = time.perf_counter(); torch.nn.utils.get_total_norm(grads, foreach=True); sync(dev); te.append(time.perf_counter() - t0)
+        sync(dev)
+        t0 = time.perf_counter()
+        torch.nn.utils.get_total_norm(grads, foreach=True)
+        sync(dev)
+        te.append(time.perf_counter() - t0)
     tg = []
     for _ in range(200):
-        sync(dev); t0 = time.perf_counter(); grad_norm(params, dot_min=math.inf); sync(dev); tg.append(time.perf_counter() - t0)
+        sync(dev)
+        t0 = time.perf_counter()
+        grad_norm(params, dot_min=math.inf)
+        sync(dev)
+        tg.append(time.perf_counter() - t0)
     floor = {'norm': lambda: grad_norm(params),   # each gathers the gradients from `params` itself, as a step would
              'sum': lambda: torch.stack([p.grad.sum() for p in params if p.grad is not None]).sum()}
     tf = {k: [] for k in floor}
-    for i in range(2 * steps):                    # fresh gradients each time, read right after the backward pass as in a step
+    for i in range(2 * steps):                    # fresh gradients each time, read right after the backward pass,
+                                                  # as in a step
         k = list(floor)[i % 2]
-        forward_backward(); sync(dev); t0 = time.perf_counter(); floor[k](); sync(dev); tf[k].append(time.perf_counter() - t0)
+        forward_backward()
+        sync(dev)
+        t0 = time.perf_counter()
+        floor[k]()
+        sync(dev)
+        tf[k].append(time.perf_counter() - t0)
     stand_ins = [torch.nn.Parameter(torch.zeros(1, device=dev)) for _ in params]
     for q in stand_ins: q.grad = torch.ones(1, device=dev)
-    host = {'grad_norm': lambda: grad_norm(stand_ins, dot_min=math.inf), 'get_total_norm': lambda: torch.nn.utils.get_total_norm([q.grad for q in stand_ins], foreach=True)}
+    host = {'grad_norm': lambda: grad_norm(stand_ins, dot_min=math.inf),
+            'get_total_norm': lambda: torch.nn.utils.get_total_norm([q.grad for q in stand_ins], foreach=True)}
     th = {k: [] for k in host}
     for i in range(2000):
         for k, fn in host.items():
-            t0 = time.perf_counter(); fn(); th[k].append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            fn()
+            th[k].append(time.perf_counter() - t0)
         if i % 100 == 99: sync(dev)               # keep the launch queue short
     c, d, e = med(inside), med(td), med(te)
     added = med(tail_a) - med(tail_b)
     n = sum(p.numel() for p in params)
-    print(f"device {torch.cuda.get_device_name() if cuda else dev}, torch {torch.__version__}, threads {torch.get_num_threads()}, bf16 autocast {cuda}, hidden {hidden}, heads {heads}, "
+    print(f"device {torch.cuda.get_device_name() if cuda else dev}, torch {torch.__version__}, "
+          f"threads {torch.get_num_threads()}, bf16 autocast {cuda}, hidden {hidden}, heads {heads}, "
           f"LSTM layers {lstm_layers}, params {n:,}, batch {B}")
     print(f"(a) train_step (with norm)          {a * 1e3:9.2f} ms (median of {steps})")
     print(f"(b) the same step without the norm  {bb * 1e3:9.2f} ms (median of {steps}, alternating with (a))")
-    print(f"(c) norm + stats inside (a)         {c * 1e3:9.3f} ms (median of {steps}; min {min(inside) * 1e3:.3f}, max {max(inside) * 1e3:.3f})")
+    print(f"(c) norm + stats inside (a)         {c * 1e3:9.3f} ms (median of {steps}; "
+          f"min {min(inside) * 1e3:.3f}, max {max(inside) * 1e3:.3f})")
     print(f"(d) norm + stats, warm, repeated    {d * 1e3:9.3f} ms (median of 200)")
-    print(f"    its GPU path (dot_min=inf), warm: {med(tg) * 1e3:.3f} ms;   torch.nn.utils.get_total_norm(foreach=True), warm: {e * 1e3:.3f} ms (medians of 200)")
-    print(f"(e) step tail, backward end to opt.step end: norm + Adam {med(tail_a) * 1e3:.2f} ms in (a), Adam alone {med(tail_b) * 1e3:.2f} ms in (b): "
+    print(f"    its GPU path (dot_min=inf), warm: {med(tg) * 1e3:.3f} ms;   "
+          f"torch.nn.utils.get_total_norm(foreach=True), warm: {e * 1e3:.3f} ms (medians of 200)")
+    print(f"(e) step tail, backward end to opt.step end: norm + Adam {med(tail_a) * 1e3:.2f} ms in (a), "
+          f"Adam alone {med(tail_b) * 1e3:.2f} ms in (b): "
           f"the norm adds {added * 1e3:.3f} ms (medians of {steps})")
-    print(f"overhead of the norm, (e)/(a): {100 * added / a:.3f}% of a step;   its own time, (c)/(a): {100 * c / a:.3f}% "
-          f"(max single step {100 * max(inside) / a:.3f}%);   (a-b)/b: {100 * (a - bb) / bb:+.2f}% (noise-limited A/B of whole steps)")
-    print(f"(f) host time per call on {len(params)} one-element gradients: grad_norm's GPU path {med(th['grad_norm']) * 1e6:.1f} us, "
+    print(f"overhead of the norm, (e)/(a): {100 * added / a:.3f}% of a step;   "
+          f"its own time, (c)/(a): {100 * c / a:.3f}% (max single step {100 * max(inside) / a:.3f}%);   "
+          f"(a-b)/b: {100 * (a - bb) / bb:+.2f}% (noise-limited A/B of whole steps)")
+    print(f"(f) host time per call on {len(params)} one-element gradients: "
+          f"grad_norm's GPU path {med(th['grad_norm']) * 1e6:.1f} us, "
           f"get_total_norm {med(th['get_total_norm']) * 1e6:.1f} us (medians of 2000, alternating)")
-    print(f"(g) reading every gradient once right after the backward pass: grad_norm {med(tf['norm']) * 1e3:.3f} ms, a plain sum of each "
-          f"(not a norm; the cheapest reduction that reads them) {med(tf['sum']) * 1e3:.3f} ms (medians of {steps}, alternating)")
+    print(f"(g) reading every gradient once right after the backward pass: grad_norm {med(tf['norm']) * 1e3:.3f} ms, "
+          f"a plain sum of each (not a norm; the cheapest reduction that reads them) {med(tf['sum']) * 1e3:.3f} ms "
+          f"(medians of {steps}, alternating)")
 
 if __name__ == '__main__':
-    ap = argparse.ArgumentParser(); ap.add_argument('--steps', type=int, default=20); ap.add_argument('--device', default='cpu')
-    for k, v in (('hidden', 256), ('heads', 8), ('lstm-layers', 2), ('batch', 32)): ap.add_argument(f'--{k}', type=int, default=v)
+    ap = argparse.ArgumentParser()
+    ap.add_argument('--steps', type=int, default=20)
+    ap.add_argument('--device', default='cpu')
+    for k, v in (('hidden', 256), ('heads', 8), ('lstm-layers', 2), ('batch', 32)):
+        ap.add_argument(f'--{k}', type=int, default=v)
     main(**vars(ap.parse_args()))

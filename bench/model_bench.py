@@ -44,9 +44,13 @@ def timed(fn, device, reps: int, warmup: int = 3) -> float:
     "Median wall time of `fn` over `reps` calls after `warmup`, synchronising CUDA."
     sync = torch.cuda.synchronize if device.type == 'cuda' else (lambda: None)
     for _ in range(warmup): fn()
-    sync(); ts = []
+    sync()
+    ts = []
     for _ in range(reps):
-        t = time.perf_counter(); fn(); sync(); ts.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        fn()
+        sync()
+        ts.append(time.perf_counter() - t)
     return statistics.median(ts)
 
 def matmul_reference(flops: float, device, dtype, n: int):
@@ -74,11 +78,13 @@ def bench(device, B: int, reps: int, autocast: bool) -> dict:
                 t_model=t_model, t_mm=t_mm, k=k, n=n, rate_model=total / t_model, rate_mm=k * 2 * n ** 3 / t_mm)
 
 def report(name: str, r: dict, B: int):
-    print(f"\n[{name}] batch {B}: forward+backward {r['t_model'] * 1e3:.1f} ms/batch ({B / r['t_model']:,.0f} windows/s)")
+    print(f"\n[{name}] batch {B}: forward+backward {r['t_model'] * 1e3:.1f} ms/batch "
+          f"({B / r['t_model']:,.0f} windows/s)")
     print(f"  FLOPs per batch: {r['total'] / 1e9:.2f} GFLOP ({r['counted'] / 1e9:.2f} counted by FlopCounterMode"
           f" + {(r['total'] - r['counted']) / 1e9:.2f} LSTM, analytic)")
     print(f"  model achieved: {r['rate_model'] / 1e9:.1f} GFLOP/s")
-    print(f"  plain matmuls, {r['k']} x {r['n']}^3 (same FLOPs): {r['t_mm'] * 1e3:.1f} ms, {r['rate_mm'] / 1e9:.1f} GFLOP/s"
+    print(f"  plain matmuls, {r['k']} x {r['n']}^3 (same FLOPs): {r['t_mm'] * 1e3:.1f} ms, "
+          f"{r['rate_mm'] / 1e9:.1f} GFLOP/s"
           f" -> the model runs at {100 * r['rate_model'] / r['rate_mm']:.0f}% of the matmul rate")
 
 def main():
@@ -90,10 +96,12 @@ def main():
     if a.threads: torch.set_num_threads(a.threads)
     cpu = bench(torch.device('cpu'), a.batch, a.reps, autocast=False)
     c = cpu['cfg']
-    print(f"TFTConfig: hidden {c.hidden_size}, heads {c.attention_heads}, LSTM layers {c.lstm_layers}, dropout {c.dropout}, "
-          f"quantiles {c.quantiles}; Te {c.encoder_length}, Td {c.horizon}, Ve {c.encoder_vars}, Vd {c.decoder_vars}, "
+    print(f"TFTConfig: hidden {c.hidden_size}, heads {c.attention_heads}, LSTM layers {c.lstm_layers}, "
+          f"dropout {c.dropout}, quantiles {c.quantiles}; "
+          f"Te {c.encoder_length}, Td {c.horizon}, Ve {c.encoder_vars}, Vd {c.decoder_vars}, "
           f"static {c.static_cardinalities}")
-    print(f"parameters: {cpu['params']:,}; torch {torch.__version__}, {torch.get_num_threads()} CPU threads; median of {a.reps} after 3 warm-ups")
+    print(f"parameters: {cpu['params']:,}; torch {torch.__version__}, {torch.get_num_threads()} CPU threads; "
+          f"median of {a.reps} after 3 warm-ups")
     report('cpu float32', cpu, a.batch)
     if torch.cuda.is_available():
         dev = torch.device('cuda')
