@@ -4,12 +4,12 @@
 
 # %% ../nbs/02_windows.ipynb #cd051350
 from __future__ import annotations
-from dataclasses import dataclass, asdict, replace
+from dataclasses import dataclass, replace
 from typing import NamedTuple
 import numpy as np, pandas as pd, torch
 from torch import Tensor
 from .checks import SettingError, check_fields, check_ints, listed, one_of
-from .data import DataError, COLUMNS, PRICES, check_bars, load_sample, normalize_columns, tidy_bars
+from .data import DataError, COLUMNS, PRICES, check_bars, normalize_columns, tidy_bars
 
 # %% auto #0
 __all__ = ['OBSERVED', 'CALENDAR', 'TARGETS', 'PRESETS', 'SPLITS', 'Batch', 'make_features', 'DataConfig', 'split_dates',
