@@ -2,7 +2,7 @@
 
 The default TFT (hidden 256, 8 heads, 2 LSTM layers, fused Adam as `fit` builds it) on batches of 32 windows of the
 benchmark task's shape (60 past days, 5 ahead, 6 encoder and 2 decoder inputs, one static id). In one run:
-  (a) full training steps, `tft_nb.fit.train_step` itself (zero_grad, forward, loss, backward, norm, Adam step);
+  (a) full training steps, `tft_nb.train.train_step` itself (zero_grad, forward, loss, backward, norm, Adam step);
   (b) steps of a copy of `train_step` without the norm, alternating with (a) so that machine noise hits both alike;
   (c) inside the steps of (a), the time of the norm call alone (`grad_norm` is wrapped with a timer, so it is timed
       where it runs: right after the backward pass, on the gradients it just wrote) plus `GradNormStats.update`,
@@ -28,7 +28,7 @@ Usage: python bench/grad_norm_bench.py [--steps N] [--device cpu|cuda]
 """
 import argparse, math, statistics, time
 import torch
-import tft_nb.fit as F
+import tft_nb.train as F
 from model_bench import make_batch              # bench/ is on sys.path when this file runs as a script
 from tft_nb.model import TFTConfig, TemporalFusionTransformer
 from tft_nb.loss import quantile_loss
@@ -43,7 +43,7 @@ def main(steps=20, device='cpu', hidden=256, heads=8, lstm_layers=2, batch=32):
     cfg = TFTConfig(encoder_vars=6, decoder_vars=2, static_cardinalities=(2,), encoder_length=60, horizon=5,
                     hidden_size=hidden, attention_heads=heads, lstm_layers=lstm_layers)
     m = TemporalFusionTransformer(cfg).to(dev).train()
-    opt = F._make_optimizer(m, F.TrainConfig())
+    opt = F.make_optimizer(m, F.TrainConfig())
     B = batch
     b = make_batch(cfg, B, dev)
     cuda = dev.type == 'cuda'
@@ -55,7 +55,7 @@ def main(steps=20, device='cpu', hidden=256, heads=8, lstm_layers=2, batch=32):
         return e
     def secs(t0, t1): return t0.elapsed_time(t1) / 1e3 if cuda else t1 - t0
     stats, marks = GradNormStats(), {}
-    def timed_norm(params):                       # replaces grad_norm inside tft_nb.fit.train_step
+    def timed_norm(params):                       # replaces grad_norm inside tft_nb.train.train_step
         marks['tail'] = t0 = mark()               # the tail of a step with the norm starts here
         n = grad_norm(params)
         stats.update(n)
