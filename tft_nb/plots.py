@@ -75,6 +75,7 @@ def plot_fan(fc: pd.DataFrame, step: int = 1, symbols: list | None = None, last:
     fig.tight_layout()
     return fig
 
+# %% ../nbs/18_plots.ipynb #77c6d9db
 def calibration(fc: pd.DataFrame) -> pd.DataFrame:
     "Share of actuals at or below each forecast quantile, next to the nominal level."
     if 'actual' not in fc: raise ValueError("calibration needs actual values: forecasts of a split with known "

@@ -60,6 +60,7 @@ def _earlier_run(folder: Path, overwrite: bool) -> list[Path]:
                                         f"replace it ({s('overwrite', True)}) or choose another {s('checkpoint_dir')}")
     return old
 
+# %% ../nbs/12_run_folder.ipynb #977cc443
 def _writable(folder: Path):
     "Check that `folder` can be made, or written if it exists, without making it."
     near = next(p for p in [folder, *folder.parents] if p.exists())
@@ -106,12 +107,16 @@ def _scaler_change(saved: dict, now: dict) -> str | None:
     return None
 
 # %% ../nbs/12_run_folder.ipynb #b53bb20e
-def _check_same_run(stem: Path, side: dict, cfg: TrainConfig, model_config: TFTConfig, data: dict):
-    "Refuse a checkpoint whose run had other settings or other training bars than this one."
+def _check_resumable(stem: Path, side: dict):
+    "Refuse a sidecar without the training state a resume restores."
     bad = [k for k, t in RESUME_STATE.items() if not isinstance(side.get(k), t)]
     if not bad and not EarlyStopping(1).state_dict().keys() <= side['early_stopping'].keys(): bad = ['early_stopping']
     if bad: raise CheckpointError(f"cannot resume from {stem}: its sidecar {stem.name}.json lacks a valid "
                                   f"{', '.join(bad)} (the training state that fit writes)")
+
+# %% ../nbs/12_run_folder.ipynb #ad80772c
+def _check_same_run(stem: Path, side: dict, cfg: TrainConfig, model_config: TFTConfig, data: dict):
+    "Refuse a checkpoint whose run had other settings or other training bars than this one."
     sd, nd = side.get('data', {}), as_json(data)
     try:
         saved = {**side.get('model_config', {}), **(sd.get('config') or {}), **sd.get('spec', {}),
@@ -149,6 +154,7 @@ def _best_of(stem: Path, side: dict, weights: dict) -> tuple[tuple | None, bool]
                           f"{stem.parent / 'tft_best'} holds epoch {bside.get('epoch')} (a later part of the run), "
                           f"so the best weights to restore are gone: resume from {stem.parent / 'tft_last'}")
 
+# %% ../nbs/12_run_folder.ipynb #2ec6f4fa
 @dataclass
 class Resumed:
     "A checked checkpoint to resume from: its stem, weights, sidecar, training tensors and the run's best."
@@ -164,6 +170,7 @@ def open_resume(resume, cfg: TrainConfig, model_config: TFTConfig, data: dict) -
     stem = resume_stem(resume, cfg.checkpoint_dir)
     if str(resume) == 'last' and not stem.with_name('tft_last.json').is_file(): raise _nothing_to_resume(stem.parent)
     weights, side, tensors = load_checkpoint(stem, train_state=True)
+    _check_resumable(stem, side)
     _check_same_run(stem, side, cfg, model_config, data)
     return Resumed(stem, weights, side, tensors, *_best_of(stem, side, weights))
 
@@ -234,6 +241,7 @@ def save(self: RunFolder, state: TrainingState, improved: bool, last: bool):
         if improved: save_checkpoint(self.path / 'tft_best', weights, info)   # after tft_last: it holds them too
     if improved: self.best = weights
 
+# %% ../nbs/12_run_folder.ipynb #bdd26f36
 class RunInterrupted(KeyboardInterrupt):
     "An interrupted run (Ctrl-C, `SIGTERM`); the message says what its folder holds, spelt by `spelt(spell)`."
     def __init__(self, say):

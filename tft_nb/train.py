@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn, Tensor
 from torch.optim.lr_scheduler import ReduceLROnPlateau
+from fastcore.basics import patch
 from .checks import UsageError, check_fields, check_ints, listed, one_of
 from .windows import Batch
 from .gating import VariableLayerNorm
@@ -17,10 +18,10 @@ from .loss import quantile_loss
 from .evaluate import bf16_autocast
 
 # %% auto #0
-__all__ = ['DEVICES', 'DOT_MIN', 'VANISHING', 'EXPLODING', 'NO_DECAY', 'HISTORY_COLUMNS', 'TrainConfig', 'micro_batch_weights',
-           'grad_norm', 'GradNormStats', 'check_grad_norms', 'param_groups', 'make_optimizer', 'TrainingError',
-           'check_optimizer', 'check_gradients', 'train_step', 'make_scheduler', 'learning_rate', 'set_learning_rate',
-           'EarlyStopping', 'TrainingState']
+__all__ = ['DEVICES', 'DOT_MIN', 'VANISHING', 'EXPLODING', 'NO_DECAY', 'HISTORY_COLUMNS', 'TrainConfig', 'check_train_config',
+           'micro_batch_weights', 'grad_norm', 'GradNormStats', 'check_grad_norms', 'param_groups', 'make_optimizer',
+           'TrainingError', 'check_optimizer', 'check_gradients', 'train_step', 'make_scheduler', 'learning_rate',
+           'set_learning_rate', 'EarlyStopping', 'TrainingState']
 
 # %% ../nbs/10_train.ipynb #90e70eac
 DEVICES = ('auto', 'cpu', 'cuda')   # device names: 'auto' takes CUDA when it is there
@@ -50,24 +51,28 @@ class TrainConfig:
     verbose: bool = False                    # log every step's loss and gradient norm
     overwrite: bool = False                  # a fresh run may replace an earlier run's files in checkpoint_dir
 
-    def __post_init__(self):
-        check_ints(self)
-        finite = lambda x, lo=0: lo <= x < math.inf
-        check_fields(self, [
-            ('epochs', self.epochs >= 1, '>= 1'),
-            ('learning_rate', 0 < self.learning_rate < math.inf, '> 0 and finite'),
-            ('batch_size', self.batch_size >= 1, '>= 1'),
-            ('accumulate_grad_batches', self.accumulate_grad_batches >= 1, '>= 1'),
-            ('optimizer', self.optimizer in ('adam', 'adamw'), one_of(('adam', 'adamw'))),
-            ('weight_decay', finite(self.weight_decay), '>= 0 and finite'),
-            ('grad_clip', finite(self.grad_clip), '>= 0 and finite (0 turns clipping off)'),
-            ('lr_schedule', self.lr_schedule in ('plateau', 'constant'), one_of(('plateau', 'constant'))),
-            ('lr_patience', self.lr_patience >= 0, '>= 0'), ('lr_factor', 0 < self.lr_factor < 1, 'in (0, 1)'),
-            ('lr_threshold', finite(self.lr_threshold), '>= 0 and finite'),
-            ('early_stopping_patience', self.early_stopping_patience >= 1, '>= 1'),
-            ('early_stopping_threshold', finite(self.early_stopping_threshold), '>= 0 and finite'),
-            ('checkpoint_frequency', self.checkpoint_frequency >= 0, '>= 0'),
-            ('seed', 0 <= self.seed < 2**63, 'in [0, 2**63)'), ('device', self.device in DEVICES, one_of(DEVICES))])
+    def __post_init__(self): check_train_config(self)
+
+# %% ../nbs/10_train.ipynb #7342170e
+def check_train_config(cfg: TrainConfig):
+    "Refuse a `TrainConfig` setting that cannot be used, naming it."
+    check_ints(cfg)
+    finite = lambda x, lo=0: lo <= x < math.inf
+    check_fields(cfg, [
+        ('epochs', cfg.epochs >= 1, '>= 1'),
+        ('learning_rate', 0 < cfg.learning_rate < math.inf, '> 0 and finite'),
+        ('batch_size', cfg.batch_size >= 1, '>= 1'),
+        ('accumulate_grad_batches', cfg.accumulate_grad_batches >= 1, '>= 1'),
+        ('optimizer', cfg.optimizer in ('adam', 'adamw'), one_of(('adam', 'adamw'))),
+        ('weight_decay', finite(cfg.weight_decay), '>= 0 and finite'),
+        ('grad_clip', finite(cfg.grad_clip), '>= 0 and finite (0 turns clipping off)'),
+        ('lr_schedule', cfg.lr_schedule in ('plateau', 'constant'), one_of(('plateau', 'constant'))),
+        ('lr_patience', cfg.lr_patience >= 0, '>= 0'), ('lr_factor', 0 < cfg.lr_factor < 1, 'in (0, 1)'),
+        ('lr_threshold', finite(cfg.lr_threshold), '>= 0 and finite'),
+        ('early_stopping_patience', cfg.early_stopping_patience >= 1, '>= 1'),
+        ('early_stopping_threshold', finite(cfg.early_stopping_threshold), '>= 0 and finite'),
+        ('checkpoint_frequency', cfg.checkpoint_frequency >= 0, '>= 0'),
+        ('seed', 0 <= cfg.seed < 2**63, 'in [0, 2**63)'), ('device', cfg.device in DEVICES, one_of(DEVICES))])
 
 # %% ../nbs/10_train.ipynb #a6b20a4d
 def micro_batch_weights(sizes: list[int]) -> list[float]:
@@ -162,6 +167,7 @@ def check_optimizer(model: nn.Module, opt: torch.optim.Optimizer):
                         f"({listed(missing, 3)}) and holds {len(foreign)} tensor(s) the model does not use "
                         f"(shapes {listed(shapes, 3)}); build it over model.parameters()")
 
+# %% ../nbs/10_train.ipynb #2e02a03f
 def check_gradients(model: nn.Module):
     "Refuse to go on when a trainable parameter got no gradient from the last backward pass."
     if none := [n for n, p in model.named_parameters() if p.requires_grad and p.grad is None]:
@@ -234,16 +240,22 @@ class EarlyStopping:
                            f"(threshold: {self.threshold:g})")
         return False, msg
 
-    def summary(self) -> str:
-        "The original's closing line: best epoch (1-based) and its validation loss."
-        return f"Best checkpoint was at epoch {self.best_epoch + 1} with validation loss {self.best:.6f}"
-    def state_dict(self) -> dict:
-        "Counters and best values, JSON-safe, for a checkpoint."
-        keys = ('patience', 'threshold', 'best', 'best_epoch', 'counter', 'stopped', 'reason')
-        return {k: getattr(self, k) for k in keys}
-    def load_state_dict(self, d: dict):
-        "Restore the state saved by `state_dict`."
-        self.__dict__.update(d)
+# %% ../nbs/10_train.ipynb #1ef169a1
+@patch
+def summary(self: EarlyStopping) -> str:
+    "The original's closing line: best epoch (1-based) and its validation loss."
+    return f"Best checkpoint was at epoch {self.best_epoch + 1} with validation loss {self.best:.6f}"
+
+@patch
+def state_dict(self: EarlyStopping) -> dict:
+    "Counters and best values, JSON-safe, for a checkpoint."
+    keys = ('patience', 'threshold', 'best', 'best_epoch', 'counter', 'stopped', 'reason')
+    return {k: getattr(self, k) for k in keys}
+
+@patch
+def load_state_dict(self: EarlyStopping, d: dict):
+    "Restore the state saved by `state_dict`."
+    self.__dict__.update(d)
 
 # %% ../nbs/10_train.ipynb #3a5c0ea6
 HISTORY_COLUMNS = ['epoch', 'train_loss', 'val_loss', 'improved', 'grad_norm', 'grad_norm_max', 'learning_rate',
@@ -270,12 +282,17 @@ class TrainingState:
         stopping = EarlyStopping(cfg.early_stopping_patience, cfg.early_stopping_threshold)
         return cls(model, opt, make_scheduler(opt, cfg), stopping, torch.Generator().manual_seed(cfg.seed))
 
-    def end_epoch(self, train_loss: float, val_loss: float, norms: dict, seconds: float) -> tuple[bool, str]:
-        "Count a finished epoch; returns (improved, early stopping's line)."
-        improved, msg = self.stopping.step(val_loss, self.epoch)
-        if self.schedule is not None and math.isfinite(val_loss): self.schedule.step(val_loss)
-        self.epoch += 1
-        self.history.append(dict(epoch=self.epoch, train_loss=train_loss, val_loss=val_loss, improved=improved,
-                                 grad_norm=norms['mean'], grad_norm_max=norms['max'],
-                                 learning_rate=learning_rate(self.opt), seconds=seconds))
-        return improved, msg
+
+
+# %% ../nbs/10_train.ipynb #d76a18c5
+@patch
+def end_epoch(self: TrainingState, train_loss: float, val_loss: float, norms: dict,
+              seconds: float) -> tuple[bool, str]:
+    "Count a finished epoch; returns (improved, early stopping's line)."
+    improved, msg = self.stopping.step(val_loss, self.epoch)
+    if self.schedule is not None and math.isfinite(val_loss): self.schedule.step(val_loss)
+    self.epoch += 1
+    self.history.append(dict(epoch=self.epoch, train_loss=train_loss, val_loss=val_loss, improved=improved,
+                             grad_norm=norms['mean'], grad_norm_max=norms['max'],
+                             learning_rate=learning_rate(self.opt), seconds=seconds))
+    return improved, msg
