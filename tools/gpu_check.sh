@@ -3,7 +3,7 @@
 # the other run-time packages travel as wheels made by tools/gpu_wheels.sh into the ignored folder .whl/):
 #   1. bench/grad_norm_bench.py on CUDA (bf16 autocast, CUDA-event timing): the gradient norm's share of a step;
 #   2. bench/model_bench.py: step times and achieved FLOP/s on CPU and CUDA;
-#   3. nbs/13_training_run.ipynb executed with its outputs saved (with CUDA: the full 50-epoch configuration),
+#   3. nbs/19_training_run.ipynb executed with its outputs saved (with CUDA: the full 50-epoch configuration),
 #      its fan chart and metrics.csv;
 #   4. tft_predict of that run's best checkpoint on CUDA and on the CPU: the largest difference of the forecasts.
 #   5. nbdev_test, the notebooks' inline tests, on a machine with CUDA, in the time left of a 570 s budget.
@@ -25,9 +25,9 @@ echo "== grad_norm_bench ($DEVICE)"
 timeout 150 python3 bench/grad_norm_bench.py --device "$DEVICE" ${NORM_ARGS:---steps 50} 2>&1 | tee "$OUT/grad_norm_bench.txt"
 echo "== model_bench"
 timeout 120 python3 bench/model_bench.py 2>&1 | tee "$OUT/model_bench.txt"
-echo "== 13_training_run"
+echo "== 19_training_run"
 start=$SECONDS
-(cd nbs && timeout "${NB_TIMEOUT:-420}" python3 -m execnb.shell --exc_stop 13_training_run.ipynb --dest "$OUT/13_training_run.ipynb") 2>&1 | tee "$OUT/notebook.txt"
+(cd nbs && timeout "${NB_TIMEOUT:-420}" python3 -m execnb.shell --exc_stop 19_training_run.ipynb --dest "$OUT/19_training_run.ipynb") 2>&1 | tee "$OUT/notebook.txt"
 echo "notebook: exit ${PIPESTATUS[0]} after $((SECONDS - start)) s" | tee -a "$OUT/notebook.txt"
 cp nbs/images/training_run_fan.png nbs/runs/training_run/metrics.csv "$OUT/" 2>/dev/null
 echo "== tft_predict on $DEVICE and on the CPU (the run's best checkpoint, test windows)"
