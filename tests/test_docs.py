@@ -65,13 +65,13 @@ def _outputs(nb: Path) -> str:
     return '\n'.join(out)
 
 def test_readme_quotes_the_saved_training_run():
-    "The README's figures of the training run are those of the outputs saved in nbs/13_training_run.ipynb."
-    readme, out = (root / 'README.md').read_text(), _outputs(root / 'nbs' / '13_training_run.ipynb')
+    "The README's figures of the training run are those of the outputs saved in nbs/19_training_run.ipynb."
+    readme, out = (root / 'README.md').read_text(), _outputs(root / 'nbs' / '19_training_run.ipynb')
     readme = ' '.join(readme.split())                                      # sentences wrap across lines
     m = re.search(r'after (\d+) epochs with the best at epoch (\d+) \(about (\d+) s per epoch', readme)
     assert m, "README no longer describes the training run's epochs"
     run = re.search(r'Epochs run: (\d+) of \d+; best epoch: (\d+);.*\nSeconds per epoch: ([\d.]+)', out)
-    assert run, "13_training_run has no saved outputs of a run"
+    assert run, "19_training_run has no saved outputs of a run"
     assert m.group(1, 2) == run.group(1, 2), (m.group(0), run.group(0))
     assert abs(int(m.group(3)) - float(run.group(3))) <= 0.5, (m.group(0), run.group(3))
     q = re.search(r'q-risk was ([\d.]+) \(P50\) and ([\d.]+) \(P90\), against ([\d.]+) / ([\d.]+) for persistence and '
