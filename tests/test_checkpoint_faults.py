@@ -1,9 +1,8 @@
 "Fault tests: a failed or killed checkpoint write never leaves a torn file under a final name."
 import os, signal, subprocess, sys, textwrap, time
-from pathlib import Path
 import pytest, torch
 from safetensors.torch import load_file
-from tft_nb.checkpoint import save_checkpoint, load_checkpoint, CheckpointError
+from tft_nb.checkpoint import save_checkpoint, load_checkpoint
 import tft_nb.checkpoint as ckmod
 
 def _w(v): return {'w': torch.full((1000,), float(v))}

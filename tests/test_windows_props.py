@@ -1,7 +1,7 @@
 """Property tests of the windowing (`tft_nb.windows`) on the built-in sample (S&P 500 and NASDAQ daily bars):
 split membership, no leakage, scaling ranges, inverse scaling, and batches against a slow reference."""
 from __future__ import annotations
-import numpy as np, pandas as pd, pytest, torch
+import numpy as np, pytest, torch
 
 from tft_nb.data import load_sample
 from tft_nb.windows import PRESETS, SPLITS, DataConfig, make_windows, split_dates
