@@ -1,15 +1,18 @@
 "End-to-end tests of the console scripts: a short run, forecasts, one-line errors, and a killed run resumed exactly."
-import json, os, shutil, signal, subprocess, sys, time
+import json, os, shutil, signal, subprocess
 from pathlib import Path
 import numpy as np, pandas as pd, pytest, torch
 from safetensors.torch import load_file
 from tft_nb.data import load_sample, write_dbn
+import procs
 
 SMALL = ['--hidden-size', '8', '--attention-heads', '2', '--lstm-layers', '1', '--encoder-length', '20']
 
-def run(*args, timeout=300):
-    return subprocess.run([*args], capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, 'PYTHONHASHSEED': '0'})
+def run(*args):
+    "A console script run to its end; its process group killed in every outcome, or at a scaled safety limit."
+    return procs.run(args, env={**os.environ, 'PYTHONHASHSEED': '0'})
+
+def _holds_epoch(side, n): return side.exists() and json.loads(side.read_text())['epoch'] == n
 
 def test_train_then_predict(tmp_path):
     ck = tmp_path / 'ck'
@@ -165,15 +168,15 @@ def test_killed_run_resumes_to_identical_weights(tmp_path):
     full, cut = tmp_path / 'full', tmp_path / 'cut'
     r = run(*args, '--checkpoint-dir', str(full))
     assert r.returncode == 0, r.stderr[-2000:]
-    p = subprocess.Popen([*args, '--checkpoint-dir', str(cut)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     side = cut / 'tft_last.json'
-    t0 = time.time()
-    while not (side.exists() and json.loads(side.read_text())['epoch'] == 1):
-        assert p.poll() is None and time.time() - t0 < 240, 'run ended or stalled before epoch 1 was saved'
-        time.sleep(0.02)
-    time.sleep(0.5)                       # well inside epoch 2 (an epoch takes seconds)
-    p.send_signal(signal.SIGKILL)
-    p.wait()
+    with procs.started([*args, '--checkpoint-dir', str(cut)], stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL) as p:
+        procs.wait_until(p, lambda: _holds_epoch(side, 1), 'epoch 1 saved in tft_last')
+        # well inside epoch 2 (an epoch takes seconds of CPU time): half a second of the run's own work, which a loaded
+        # machine does not shorten as it would a sleep
+        procs.wait_cpu(p, 0.5, 'half a CPU second of epoch 2')
+        p.send_signal(signal.SIGKILL)
+        p.wait()
     assert json.loads(side.read_text())['epoch'] == 1, 'the kill came too late: epoch 2 had finished'
     r = run(*args, '--checkpoint-dir', str(cut), '--resume', 'last')
     assert r.returncode == 0, r.stderr[-2000:]
@@ -188,17 +191,14 @@ def test_ctrl_c_is_one_line_and_the_run_resumes(tmp_path):
     files; resuming finishes the run."""
     args = ['tft_train', '--epochs', '3', *SMALL, '--batch-size', '64', '--device', 'cpu',
             '--checkpoint-dir', str(tmp_path)]
-    # as a terminal's foreground job gets it: a shell's background job (`cmd &`, as a CI runner may start this suite)
-    # starts with SIGINT ignored, and Python keeps it ignored, rightly (nohup'd runs survive Ctrl-C)
-    p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    side, t0 = tmp_path / 'tft_last.json', time.time()
-    while not (side.exists() and json.loads(side.read_text())['epoch'] == 1):
-        assert p.poll() is None and time.time() - t0 < 240, 'run ended or stalled before epoch 1 was saved'
-        time.sleep(0.02)
-    time.sleep(0.3)
-    p.send_signal(signal.SIGINT)
-    err = p.communicate(timeout=60)[1]
+    side = tmp_path / 'tft_last.json'
+    # sigint: as a terminal's foreground job gets it: a shell's background job (`cmd &`, as a CI runner may start this
+    # suite) starts with SIGINT ignored, and Python keeps it ignored, rightly (nohup'd runs survive Ctrl-C)
+    with procs.started(args, sigint=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) as p:
+        procs.wait_until(p, lambda: _holds_epoch(side, 1), 'epoch 1 saved in tft_last')
+        procs.wait_cpu(p, 0.3, '0.3 CPU seconds of epoch 2')
+        p.send_signal(signal.SIGINT)
+        err = procs.communicate(p)[1]
     epoch = json.loads(side.read_text())['epoch']
     assert p.returncode == 130 and 'Traceback' not in err, err[-3000:]
     assert err.strip().splitlines()[-1] == (f'tft_train: interrupted; {tmp_path}/tft_last holds epoch {epoch}: '
@@ -312,14 +312,13 @@ def test_overwrite_interrupted_before_its_first_checkpoint_keeps_the_earlier_run
     ck = tmp_path / 'ck'
     shutil.copytree(one_run, ck)
     before = _tree(ck)
-    p = subprocess.Popen(['tft_train', '--epochs', '2', *SMALL, '--batch-size', '64', '--device', 'cpu',
-                          '--checkpoint-dir', str(ck), '--overwrite'],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    while not (line := p.stderr.readline()).startswith('Model:'):   # the first epoch begins
-        assert line, 'the run ended before training'
-    p.send_signal(signal.SIGINT)
-    err = p.communicate(timeout=60)[1]
+    with procs.started(['tft_train', '--epochs', '2', *SMALL, '--batch-size', '64', '--device', 'cpu',
+                        '--checkpoint-dir', str(ck), '--overwrite'],
+                       sigint=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) as p:
+        while not (line := p.stderr.readline()).startswith('Model:'):   # the first epoch begins
+            assert line, 'the run ended before training'
+        p.send_signal(signal.SIGINT)
+        err = procs.communicate(p)[1]
     assert p.returncode == 130 and err.strip().splitlines()[-1] == (
         f"tft_train: interrupted; no checkpoint of this run yet: the earlier run in {ck} is whole "
         "(--overwrite replaces it at this run's first checkpoint)"), err[-3000:]
