@@ -1,9 +1,10 @@
 "Fault tests: a failed or killed checkpoint write never leaves a torn file under a final name."
-import os, signal, subprocess, sys, textwrap, time
+import os, signal, subprocess, sys, textwrap
 import pytest, torch
 from safetensors.torch import load_file
 from tft_nb.checkpoint import save_checkpoint, load_checkpoint
 import tft_nb.checkpoint as ckmod
+import procs
 
 def _w(v): return {'w': torch.full((1000,), float(v))}
 
@@ -56,8 +57,7 @@ def test_kill_at_each_step_of_a_save(tmp_path, fn, nth, epoch):
     """SIGKILL-like death (os._exit) at each step of replacing a checkpoint: the sidecar on disk always loads whole, the
     old checkpoint before the sidecar's rename and the new one after it; the next save leaves no temporary or second
     name."""
-    r = subprocess.run([sys.executable, '-c', KILL, str(tmp_path), fn, str(nth)], capture_output=True, text=True,
-                       timeout=120)
+    r = procs.run([sys.executable, '-c', KILL, str(tmp_path), fn, str(nth)])
     assert r.returncode == 9, r.stderr[-2000:]
     w, side, ts = load_checkpoint(tmp_path / 'tft_last', train_state=True)
     assert side['epoch'] == epoch and float(w['w'][0]) == float(ts['s'][0]) == epoch
@@ -71,6 +71,7 @@ def test_kill_at_each_step_of_a_save(tmp_path, fn, nth, epoch):
 CHILD = textwrap.dedent('''
     import sys, torch
     from tft_nb.checkpoint import save_checkpoint
+    print('imported', flush=True)
     i = 0
     while True:
         i += 1
@@ -80,10 +81,13 @@ CHILD = textwrap.dedent('''
 
 @pytest.mark.parametrize('delay', [0.3, 0.55, 0.8, 1.1])
 def test_sigkill_during_writes(tmp_path, delay):
-    p = subprocess.Popen([sys.executable, '-c', CHILD, str(tmp_path)])
-    time.sleep(delay + 1.0)   # the child imports torch first (about a second)
-    p.send_signal(signal.SIGKILL)
-    p.wait()
+    with procs.started([sys.executable, '-c', CHILD, str(tmp_path)], stdout=subprocess.PIPE, text=True) as p:
+        assert p.stdout.readline() == 'imported\n', 'the child ended before its first save'   # it imports torch first
+        # then saves, again and again: the kill comes after `delay` seconds of its work (CPU time, which a loaded
+        # machine does not shorten as it would a sleep, so the kill lands at like points of the saves under any load)
+        procs.wait_cpu(p, delay, f'{delay} CPU seconds of saves')
+        p.send_signal(signal.SIGKILL)
+        p.wait()
     finals = [f for f in tmp_path.iterdir() if not f.name.startswith('.')]
     for f in finals:
         if f.suffix == '.safetensors': load_file(str(f))       # never torn: a complete safetensors file
