@@ -1,14 +1,16 @@
 """The package as `pip install` gives it (a wheel, not this editable checkout): every module is in it, `import tft_nb`
 loads the installed copy, and its `tft_train` / `tft_predict` console scripts train and forecast from another folder."""
-import os, shutil, subprocess, sys, zipfile
+import os, shutil, sys, zipfile
 from configparser import ConfigParser
 from pathlib import Path
 import pandas as pd
+import procs
 
 ROOT = Path(__file__).resolve().parents[1]
 
-def sh(*args, cwd, env=None, timeout=300):
-    r = subprocess.run([str(a) for a in args], cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env)
+def sh(*args, cwd, env=None):
+    "Run a command to its end (its process group killed in every outcome, or at a scaled safety limit); it must pass."
+    r = procs.run(args, cwd=cwd, env=env)
     assert r.returncode == 0, f"{' '.join(map(str, args))}\n{r.stdout[-2000:]}\n{r.stderr[-3000:]}"
     return r
 
