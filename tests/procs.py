@@ -154,7 +154,7 @@ def wait_until(p: subprocess.Popen, cond, what: str, poll: float = 0.02):
     while not cond():
         if p.poll() is not None and not cond():        # cond may have come true just before the exit
             fail_if_timed_out(p)
-            pytest.fail(f'{what}: the process exited first, with status {p.returncode}', pytrace=False)
+            pytest.fail(f'waiting for {what}: the process exited first, with status {p.returncode}', pytrace=False)
         time.sleep(poll)
 
 

@@ -108,7 +108,8 @@ def test_run_returns_like_subprocess_run():
 
 def test_wait_until_fails_when_the_process_exits_first():
     with procs.started([sys.executable, '-c', 'pass']) as p:
-        with pytest.raises(pytest.fail.Exception, match='epoch 1 saved: the process exited first, with status 0'):
+        with pytest.raises(pytest.fail.Exception,
+                           match='waiting for epoch 1 saved: the process exited first, with status 0'):
             procs.wait_until(p, lambda: False, 'epoch 1 saved')
     with procs.started([sys.executable, '-c', 'import time; time.sleep(10**6)']) as p:
         n = []
