@@ -2,8 +2,12 @@
 terminal closed) becomes KeyboardInterrupt, so that every test's `finally` kills its children, which run in sessions of
 their own and would not get the signal themselves; at the end, a sweep kills any group still alive; the summary says
 how the safety limits were scaled."""
-import signal
-import procs
+import signal, sys
+from pathlib import Path
+
+_here = str(Path(__file__).resolve().parent)
+if _here not in sys.path: sys.path.insert(0, _here)   # the tests import procs under any --import-mode
+import procs  # noqa: E402
 
 _STOP = (signal.SIGTERM, signal.SIGHUP)
 _before = {}
