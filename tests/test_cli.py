@@ -1,18 +1,23 @@
 "End-to-end tests of the console scripts: a short run, forecasts, one-line errors, and a killed run resumed exactly."
-import json, os, shutil, signal, subprocess, sys, time
+import json, os, shutil, signal, subprocess
 from pathlib import Path
 import numpy as np, pandas as pd, pytest, torch
 from safetensors.torch import load_file
 from tft_nb.data import load_sample, write_dbn
+import procs
 
 SMALL = ['--hidden-size', '8', '--attention-heads', '2', '--lstm-layers', '1', '--encoder-length', '20']
 
-def run(*args, timeout=300):
-    return subprocess.run([*args], capture_output=True, text=True, timeout=timeout, env={**os.environ, 'PYTHONHASHSEED': '0'})
+def run(*args):
+    "A console script run to its end; its process group killed in every outcome, or at a scaled safety limit."
+    return procs.run(args, env={**os.environ, 'PYTHONHASHSEED': '0'})
+
+def _holds_epoch(side, n): return side.exists() and json.loads(side.read_text())['epoch'] == n
 
 def test_train_then_predict(tmp_path):
     ck = tmp_path / 'ck'
-    r = run('tft_train', '--epochs', '3', '--hidden-size', '16', '--attention-heads', '2', '--checkpoint-dir', str(ck), '--checkpoint-frequency', '1')
+    r = run('tft_train', '--epochs', '3', '--hidden-size', '16', '--attention-heads', '2', '--checkpoint-dir', str(ck),
+            '--checkpoint-frequency', '1')
     assert r.returncode == 0, r.stderr[-2000:]
     names = sorted(os.listdir(ck))
     for stem in ['tft_epoch_001', 'tft_epoch_002', 'tft_epoch_003', 'tft_best', 'tft_last']:
@@ -22,11 +27,13 @@ def test_train_then_predict(tmp_path):
     assert 'Configuration:' in r.stderr and '  learning_rate: 0.001' in r.stderr
     assert 'Test metrics' in r.stderr and 'persistence' in r.stderr
     side = json.loads((ck / 'tft_best.json').read_text())
-    for k in ['epoch', 'global_step', 'train_loss', 'val_loss', 'best_val_loss', 'best_epoch', 'learning_rate', 'model_config', 'data', 'files', 'timestamp', 'versions']:
+    for k in ['epoch', 'global_step', 'train_loss', 'val_loss', 'best_val_loss', 'best_epoch', 'learning_rate',
+              'model_config', 'data', 'files', 'timestamp', 'versions']:
         assert k in side, k
     assert side['model_config']['hidden_size'] == 16 and side['data']['scaler']['method'] == 'zscore'
     def bare(c): raise AssertionError(f'bare {c}: not strict JSON')
-    assert json.loads((ck / 'tft_last.json').read_text(), parse_constant=bare)['scheduler']['mode_worse'] == {'$float': 'inf'}   # strict JSON
+    assert (json.loads((ck / 'tft_last.json').read_text(), parse_constant=bare)['scheduler']['mode_worse']
+            == {'$float': 'inf'})   # strict JSON
     out = tmp_path / 'fc.csv'
     r = run('tft_predict', '--checkpoint', str(ck / 'tft_best'), '--output', str(out))
     assert r.returncode == 0, r.stderr[-2000:]
@@ -38,7 +45,8 @@ def test_train_then_predict(tmp_path):
 def test_other_quantiles(tmp_path):
     "--quantiles 0.05,0.5,0.95: the model, the test metrics and the forecasts use those levels."
     ck = tmp_path / 'ck'
-    r = run('tft_train', '--epochs', '1', *SMALL, '--batch-size', '256', '--quantiles', '0.05,0.5,0.95', '--checkpoint-dir', str(ck))
+    r = run('tft_train', '--epochs', '1', *SMALL, '--batch-size', '256', '--quantiles', '0.05,0.5,0.95',
+            '--checkpoint-dir', str(ck))
     assert r.returncode == 0, r.stderr[-2000:]
     assert 'q_risk_P5' in r.stderr and 'q_risk_P95' in r.stderr and 'coverage_P5_P95' in r.stderr, r.stderr[-2000:]
     assert json.loads((ck / 'tft_best.json').read_text())['model_config']['quantiles'] == [0.05, 0.5, 0.95]
@@ -49,45 +57,55 @@ def test_other_quantiles(tmp_path):
     assert ((fc['q0.05'] <= fc['q0.5']) & (fc['q0.5'] <= fc['q0.95'])).all()
 
 def test_intraday_databento_folder(tmp_path):
-    "Minute bars in a Databento-style folder (bars beside metadata JSON): train, then forecasts from the next session's open."
+    """Minute bars in a Databento-style folder (bars beside metadata JSON): train, then forecasts from the next
+    session's open."""
     rng, frames = np.random.default_rng(0), []
     for sym in ('AAA', 'BBB'):
-        for day in pd.bdate_range('2024-01-08', '2024-01-17'):           # Monday to the next Wednesday, 390 bars a session
+        for day in pd.bdate_range('2024-01-08', '2024-01-17'):    # Monday to the next Wednesday, 390 bars a session
             ts = pd.date_range(f'{day.date()} 14:30', periods=390, freq='1min', tz='UTC')
-            c = 100 * np.exp(np.cumsum(rng.normal(0, 1e-3, len(ts)))); o = np.r_[c[0], c[:-1]]
-            frames.append(pd.DataFrame(dict(ts_event=ts, symbol=sym, open=o, high=np.maximum(o, c) + 0.01, low=np.minimum(o, c) - 0.01,
-                                            close=c, volume=rng.integers(100, 1000, len(ts)).astype(float))))
-    data = tmp_path / 'download'; data.mkdir()
+            c = 100 * np.exp(np.cumsum(rng.normal(0, 1e-3, len(ts))))
+            o = np.r_[c[0], c[:-1]]
+            frames.append(pd.DataFrame(dict(ts_event=ts, symbol=sym, open=o, high=np.maximum(o, c) + 0.01,
+                                            low=np.minimum(o, c) - 0.01, close=c,
+                                            volume=rng.integers(100, 1000, len(ts)).astype(float))))
+    data = tmp_path / 'download'
+    data.mkdir()
     write_dbn(pd.concat(frames, ignore_index=True), data / 'xnas-itch-20240108-20240117.ohlcv-1m.dbn.zst', zstd=True)
     for j in ('metadata', 'manifest', 'symbology', 'condition'): (data / f'{j}.json').write_text('{}')
     ck, out = tmp_path / 'ck', tmp_path / 'fc.csv'
     r = run('tft_train', '--data', str(data), '--epochs', '1', *SMALL, '--checkpoint-dir', str(ck))
     assert r.returncode == 0, r.stderr[-2000:]
-    assert 'skipped 4 file(s) not named as bars: condition.json, manifest.json, metadata.json, symbology.json' in r.stderr
+    assert ('skipped 4 file(s) not named as bars: condition.json, manifest.json, metadata.json, symbology.json'
+            in r.stderr)
     assert "  known: ('dow', 'hour', 'minute')" in r.stderr                # the time of day, for minute bars
     r = run('tft_predict', '--checkpoint', str(ck / 'tft_best'), '--data', str(data), '--output', str(out))
     assert r.returncode == 0, r.stderr[-2000:]
     fc = pd.read_csv(out)
     assert fc.origin.unique().tolist() == ['2024-01-17 20:59:00+00:00']   # Wednesday's last bar
-    assert fc.groupby('symbol').ts_event.apply(list).tolist() == [[f'2024-01-18 14:3{k}:00+00:00' for k in range(5)]] * 2   # Thursday's open
+    assert (fc.groupby('symbol').ts_event.apply(list).tolist()
+            == [[f'2024-01-18 14:3{k}:00+00:00' for k in range(5)]] * 2)   # Thursday's open
 
 @pytest.mark.parametrize('argv,msg', [
     (['--learning-rate', '-1'], '--learning-rate must be > 0'),
     (['--early-stopping-patience', '-3'], '--early-stopping-patience must be >= 1'),
     (['--batch-size', '0'], '--batch-size must be >= 1'),
     (['--data', 'does/not/exist.dbn'], 'exist.dbn: no such file'),
-    (['--encoder-length', '10000'], 'too short for one window: longest has 5030 usable bars (one bar is used up by the first return), need --encoder-length + --horizon = 10005'),
-    (['--hidden-size', '30', '--attention-heads', '8'], '--hidden-size must be divisible by --attention-heads (8), got 30'),
+    (['--encoder-length', '10000'], 'too short for one window: longest has 5030 usable bars (one bar is used up by the '
+                                    'first return), need --encoder-length + --horizon = 10005'),
+    (['--hidden-size', '30', '--attention-heads', '8'],
+     '--hidden-size must be divisible by --attention-heads (8), got 30'),
     (['--horizon', '0'], '--horizon must be >= 1, got 0'),
     (['--val-start', '2030-01-01'], 'is before --val-start (2030-01-01'),
     (['--hidden-size', '100000'], 'parameters: training it needs at least'),   # refused before it is built
-    (['--batch-size', '100000', '--hidden-size', '1024', '--encoder-length', '500'],        # 1.5 TB of activations: refused on any machine
+    (['--batch-size', '100000', '--hidden-size', '1024', '--encoder-length', '500'],   # 1.5 TB of activations: refused
      'MiB of activations per window (--hidden-size 1024, --encoder-length 500 + --horizon 5)'),
     (['--lstm-layers', '99999999999999999999'], '--lstm-layers must be in [1, 32]'),
     (['--target', 'foo'], "--target must be one of ('lv', 'r', 'close'), got 'foo'"),
     (['--scaling', 'robust'], "--scaling must be 'zscore' or 'minmax', got 'robust'"),
-    (['--known', 'dow,week'], "--known must be one or more of ('dow', 'month', 'day', 'hour', 'minute'), got ('dow', 'week')"),
-    (['--resume', 'last'], "ck holds no earlier run (no tft_last.json); resume='last' (--resume last on the command line) continues"),
+    (['--known', 'dow,week'],
+     "--known must be one or more of ('dow', 'month', 'day', 'hour', 'minute'), got ('dow', 'week')"),
+    (['--resume', 'last'],
+     "ck holds no earlier run (no tft_last.json); resume='last' (--resume last on the command line) continues"),
     (['--learning-rate', 'inf'], '--learning-rate must be > 0 and finite'),
     (['--early-stopping-threshold', 'inf'], '--early-stopping-threshold must be >= 0 and finite'),
     (['--seed', '99999999999999999999'], '--seed must be in [0, 2**63)'),
@@ -98,12 +116,18 @@ def test_intraday_databento_folder(tmp_path):
     (['--lr-schedule', 'cosine'], "--lr-schedule must be 'plateau' or 'constant', got 'cosine'"),
     (['--lr-factor', '1'], '--lr-factor must be in (0, 1), got 1.0'),
     (['--lr-patience', '-1'], '--lr-patience must be >= 0, got -1'),
-    (['--val-start', '1990-01-01'], "no training windows for nasdaq, sp500: a window needs --encoder-length + --horizon + 1 = 66 of a symbol's bars before "
-                                    "the validation split, which starts at 1990-01-01 00:00:00+00:00 (--val-start), and before it nasdaq has 0, sp500 has 0"),
-    (['--val-start', '2016-01-01', '--test-start', '2016-01-01'], 'the val split has no windows: it is empty: it starts and ends at 2016-01-01 00:00:00+00:00 (--val-start = --test-start)'),
-    (['--val-start', '2030-01-01', '--test-start', '2031-01-01'], 'the val split has no windows: it starts at 2030-01-01 00:00:00+00:00, after the last bar (2018-12-31'),
-    (['--epochs', 'abc'], "argument --epochs: invalid int value: 'abc' (tft_train --help lists the flags)"),   # argparse's own error, in one line
-    (['--data', ''], '--data must be non-empty'),                       # `--data "$DATA"` with DATA unset: not the current folder
+    (['--val-start', '1990-01-01'],
+     "no training windows for nasdaq, sp500: a window needs --encoder-length + --horizon + 1 = 66 of a symbol's bars "
+     "before the validation split, which starts at 1990-01-01 00:00:00+00:00 (--val-start), and before it nasdaq "
+     "has 0, sp500 has 0"),
+    (['--val-start', '2016-01-01', '--test-start', '2016-01-01'],
+     'the val split has no windows: it is empty: it starts and ends at 2016-01-01 00:00:00+00:00 '
+     '(--val-start = --test-start)'),
+    (['--val-start', '2030-01-01', '--test-start', '2031-01-01'],
+     'the val split has no windows: it starts at 2030-01-01 00:00:00+00:00, after the last bar (2018-12-31'),
+    (['--epochs', 'abc'],                                               # argparse's own error, in one line
+     "argument --epochs: invalid int value: 'abc' (tft_train --help lists the flags)"),
+    (['--data', ''], '--data must be non-empty'),                       # `--data "$DATA"` with DATA unset: not the cwd
 ])
 def test_bad_flags_one_line_nothing_written(tmp_path, argv, msg):
     ck = tmp_path / 'ck'
@@ -115,12 +139,16 @@ def test_bad_flags_one_line_nothing_written(tmp_path, argv, msg):
 
 def test_earlier_run_is_kept(tmp_path):
     "A fresh run in a folder holding another run's checkpoints stops with one line and leaves the folder as it was."
-    ck = tmp_path / 'ck'; ck.mkdir()
-    (ck / 'tft_best.safetensors').write_bytes(b'weights'); (ck / 'metrics.csv').write_text('epoch\n1\n')
+    ck = tmp_path / 'ck'
+    ck.mkdir()
+    (ck / 'tft_best.safetensors').write_bytes(b'weights')
+    (ck / 'metrics.csv').write_text('epoch\n1\n')
     r = run('tft_train', '--checkpoint-dir', str(ck))
     lines = r.stderr.strip().splitlines()
-    assert r.returncode == 2 and len(lines) == 1 and 'already holds a training run' in lines[0] and '--overwrite' in lines[0], r.stderr
-    assert sorted(os.listdir(ck)) == ['metrics.csv', 'tft_best.safetensors'] and (ck / 'tft_best.safetensors').read_bytes() == b'weights'
+    assert (r.returncode == 2 and len(lines) == 1 and 'already holds a training run' in lines[0]
+            and '--overwrite' in lines[0]), r.stderr
+    assert (sorted(os.listdir(ck)) == ['metrics.csv', 'tft_best.safetensors']
+            and (ck / 'tft_best.safetensors').read_bytes() == b'weights')
 
 def test_use_gpu_without_cuda(tmp_path):
     if torch.cuda.is_available(): pytest.skip('CUDA is available here: --use-gpu is valid')
@@ -129,7 +157,8 @@ def test_use_gpu_without_cuda(tmp_path):
     out = tmp_path / 'fc.csv'   # tft_predict has --device only; the message names it (the checkpoint is not read first)
     r = run('tft_predict', '--checkpoint', str(tmp_path / 'none'), '--device', 'cuda', '--output', str(out))
     lines = r.stderr.strip().splitlines()
-    assert r.returncode == 2 and len(lines) == 1 and 'CUDA was requested' in lines[0] and "--device cuda, or tft_train's --use-gpu" in lines[0] and not out.exists(), r.stderr
+    assert (r.returncode == 2 and len(lines) == 1 and 'CUDA was requested' in lines[0]
+            and "--device cuda, or tft_train's --use-gpu" in lines[0] and not out.exists()), r.stderr
 
 def _weights(d): return load_file(str(d / 'tft_last.safetensors'))
 
@@ -137,17 +166,20 @@ def test_killed_run_resumes_to_identical_weights(tmp_path):
     "SIGKILL a run in the middle of epoch 2, resume it from tft_last, and compare with an uninterrupted run."
     args = ['tft_train', '--epochs', '3', *SMALL, '--batch-size', '64', '--dropout', '0.1', '--device', 'cpu']
     full, cut = tmp_path / 'full', tmp_path / 'cut'
-    r = run(*args, '--checkpoint-dir', str(full)); assert r.returncode == 0, r.stderr[-2000:]
-    p = subprocess.Popen([*args, '--checkpoint-dir', str(cut)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    r = run(*args, '--checkpoint-dir', str(full))
+    assert r.returncode == 0, r.stderr[-2000:]
     side = cut / 'tft_last.json'
-    t0 = time.time()
-    while not (side.exists() and json.loads(side.read_text())['epoch'] == 1):
-        assert p.poll() is None and time.time() - t0 < 240, 'run ended or stalled before epoch 1 was saved'
-        time.sleep(0.02)
-    time.sleep(0.5)                       # well inside epoch 2 (an epoch takes seconds)
-    p.send_signal(signal.SIGKILL); p.wait()
+    with procs.started([*args, '--checkpoint-dir', str(cut)], stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL) as p:
+        procs.wait_until(p, lambda: _holds_epoch(side, 1), 'epoch 1 saved in tft_last')
+        # well inside epoch 2 (an epoch takes seconds of CPU time): half a second of the run's own work, which a loaded
+        # machine does not shorten as it would a sleep
+        procs.wait_cpu(p, 0.5, 'half a CPU second of epoch 2')
+        p.send_signal(signal.SIGKILL)
+        p.wait()
     assert json.loads(side.read_text())['epoch'] == 1, 'the kill came too late: epoch 2 had finished'
-    r = run(*args, '--checkpoint-dir', str(cut), '--resume', 'last'); assert r.returncode == 0, r.stderr[-2000:]
+    r = run(*args, '--checkpoint-dir', str(cut), '--resume', 'last')
+    assert r.returncode == 0, r.stderr[-2000:]
     a, b = _weights(full), _weights(cut)
     assert a.keys() == b.keys()
     assert [k for k in a if not torch.equal(a[k], b[k])] == []
@@ -155,24 +187,26 @@ def test_killed_run_resumes_to_identical_weights(tmp_path):
     pd.testing.assert_frame_equal(ma.drop(columns='seconds'), mb.drop(columns='seconds'))
 
 def test_ctrl_c_is_one_line_and_the_run_resumes(tmp_path):
-    "SIGINT (Ctrl-C) a run in epoch 2: one line naming the epoch tft_last holds, exit status 130, no traceback, whole files; resuming finishes the run."
-    args = ['tft_train', '--epochs', '3', *SMALL, '--batch-size', '64', '--device', 'cpu', '--checkpoint-dir', str(tmp_path)]
-    # as a terminal's foreground job gets it: a shell's background job (`cmd &`, as a CI runner may start this suite)
-    # starts with SIGINT ignored, and Python keeps it ignored, rightly (nohup'd runs survive Ctrl-C)
-    p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    side, t0 = tmp_path / 'tft_last.json', time.time()
-    while not (side.exists() and json.loads(side.read_text())['epoch'] == 1):
-        assert p.poll() is None and time.time() - t0 < 240, 'run ended or stalled before epoch 1 was saved'
-        time.sleep(0.02)
-    time.sleep(0.3)
-    p.send_signal(signal.SIGINT); err = p.communicate(timeout=60)[1]
+    """SIGINT (Ctrl-C) a run in epoch 2: one line naming the epoch tft_last holds, exit status 130, no traceback, whole
+    files; resuming finishes the run."""
+    args = ['tft_train', '--epochs', '3', *SMALL, '--batch-size', '64', '--device', 'cpu',
+            '--checkpoint-dir', str(tmp_path)]
+    side = tmp_path / 'tft_last.json'
+    # sigint: as a terminal's foreground job gets it: a shell's background job (`cmd &`, as a CI runner may start this
+    # suite) starts with SIGINT ignored, and Python keeps it ignored, rightly (nohup'd runs survive Ctrl-C)
+    with procs.started(args, sigint=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) as p:
+        procs.wait_until(p, lambda: _holds_epoch(side, 1), 'epoch 1 saved in tft_last')
+        procs.wait_cpu(p, 0.3, '0.3 CPU seconds of epoch 2')
+        p.send_signal(signal.SIGINT)
+        err = procs.communicate(p)[1]
     epoch = json.loads(side.read_text())['epoch']
     assert p.returncode == 130 and 'Traceback' not in err, err[-3000:]
-    assert err.strip().splitlines()[-1] == f'tft_train: interrupted; {tmp_path}/tft_last holds epoch {epoch}: the same command with --resume last continues from it'
+    assert err.strip().splitlines()[-1] == (f'tft_train: interrupted; {tmp_path}/tft_last holds epoch {epoch}: '
+                                            'the same command with --resume last continues from it')
     assert not [f for f in os.listdir(tmp_path) if f.endswith('.tmp')]       # no temporary file left behind
     assert epoch < 3, 'the interrupt came too late: the run had finished'
-    r = run(*args, '--resume', 'last'); assert r.returncode == 0, r.stderr[-2000:]
+    r = run(*args, '--resume', 'last')
+    assert r.returncode == 0, r.stderr[-2000:]
     assert pd.read_csv(tmp_path / 'metrics.csv').epoch.tolist() == [1, 2, 3]
 
 def _one_line(r, prog='tft_train'):
@@ -182,35 +216,45 @@ def _one_line(r, prog='tft_train'):
 
 def _tree(d: Path) -> dict:
     "Every file under `d` with its size and modification time: equal before and after means nothing was written."
-    return {str(p.relative_to(d)): (p.stat().st_size, p.stat().st_mtime_ns) for p in sorted(d.rglob('*')) if p.is_file()}
+    return {str(p.relative_to(d)): (p.stat().st_size, p.stat().st_mtime_ns)
+            for p in sorted(d.rglob('*')) if p.is_file()}
 
 @pytest.mark.parametrize('rows,msg', [
     ('2024-01-02,X,10,11,9,10.5,100', 'too short for one window'),                 # one bar: no return, no window
     ('True,X,10,11,9,10.5,100\nFalse,X,10,11,9,10.5,100', "column 'ts_event' holds booleans"),
-    ('1704153600,X,10,11,9,10.5,100\n10000000000000,X,10,11,9,10.5,100', "column 'ts_event' has values that are not timestamps"),
+    ('1704153600,X,10,11,9,10.5,100\n10000000000000,X,10,11,9,10.5,100',
+     "column 'ts_event' has values that are not timestamps"),
 ])
 def test_bad_data_file_one_line(tmp_path, rows, msg):
-    f = tmp_path / 'bars.csv'; f.write_text('ts_event,symbol,open,high,low,close,volume\n' + rows + '\n')
+    f = tmp_path / 'bars.csv'
+    f.write_text('ts_event,symbol,open,high,low,close,volume\n' + rows + '\n')
     line = _one_line(run('tft_train', '--data', str(f), *SMALL, '--checkpoint-dir', str(tmp_path / 'ck')))
     assert str(f) in line and msg in line, line
     assert not (tmp_path / 'ck').exists()
 
 def test_checkpoint_dir_that_is_a_file(tmp_path):
-    f = tmp_path / 'ck'; f.write_text('mine')
+    f = tmp_path / 'ck'
+    f.write_text('mine')
     line = _one_line(run('tft_train', '--epochs', '1', *SMALL, '--checkpoint-dir', str(f)))
     assert str(f) in line and 'exists' in line.lower(), line
     assert f.read_text() == 'mine'
 
 def test_symbol_without_training_windows(tmp_path):
-    "A symbol whose bars all come after the validation start: refused before training, naming it (it used to fail after training, in the baselines)."
-    b = load_sample(); f = tmp_path / 'late.csv'
+    """A symbol whose bars all come after the validation start: refused before training, naming it (it used to fail
+    after training, in the baselines)."""
+    b = load_sample()
+    f = tmp_path / 'late.csv'
     pd.concat([b[b.symbol == 'sp500'].tail(400), b[b.symbol == 'nasdaq'].tail(5)]).to_csv(f, index=False)
-    line = _one_line(run('tft_train', '--data', str(f), '--epochs', '1', *SMALL, '--checkpoint-dir', str(tmp_path / 'ck')))
-    assert f'{f}: no training windows for nasdaq:' in line and '(by default: the last 30% of the timestamps), and before it nasdaq has 0;' in line, line
+    line = _one_line(run('tft_train', '--data', str(f), '--epochs', '1', *SMALL,
+                         '--checkpoint-dir', str(tmp_path / 'ck')))
+    assert (f'{f}: no training windows for nasdaq:' in line
+            and '(by default: the last 30% of the timestamps), and before it nasdaq has 0;' in line), line
     assert not (tmp_path / 'ck').exists()
 
 def test_checkpoint_dir_is_not_the_data_folder(tmp_path):
-    data = tmp_path / 'bars'; data.mkdir(); load_sample().to_csv(data / 'bars.csv', index=False)
+    data = tmp_path / 'bars'
+    data.mkdir()
+    load_sample().to_csv(data / 'bars.csv', index=False)
     for ck in (data, tmp_path / 'x' / '..' / 'bars'):                  # the same folder, however it is spelt
         line = _one_line(run('tft_train', '--data', str(data), '--epochs', '1', *SMALL, '--checkpoint-dir', str(ck)))
         assert f'--checkpoint-dir {ck} is the --data folder' in line, line
@@ -220,14 +264,16 @@ def test_checkpoint_dir_is_not_the_data_folder(tmp_path):
 
 def test_checkpoint_dir_that_cannot_be_made(tmp_path):
     "A folder inside a file: one line naming it, before the configuration block is logged (so: the only line)."
-    f = tmp_path / 'afile'; f.write_text('mine')
+    f = tmp_path / 'afile'
+    f.write_text('mine')
     line = _one_line(run('tft_train', '--epochs', '1', *SMALL, '--checkpoint-dir', str(f / 'sub')))
     assert line == f'tft_train: error: {f}/sub: cannot write checkpoints here (Not a directory)', line
     assert f.read_text() == 'mine'
 
 @pytest.fixture(scope='module')
 def one_run(tmp_path_factory):
-    "A finished two-epoch run of a tiny model on the built-in data (shared; tests copy it before changing anything)."
+    """A finished two-epoch run of a tiny model on the built-in data (shared; tests copy it before changing
+    anything)."""
     ck = tmp_path_factory.mktemp('run') / 'a'
     r = run('tft_train', '--epochs', '2', *SMALL, '--batch-size', '256', '--checkpoint-dir', str(ck))
     assert r.returncode == 0, r.stderr[-2000:]
@@ -239,113 +285,156 @@ def test_resume_with_other_settings_is_refused(one_run):
                          '--resume', 'last', '--learning-rate', '0.5', '--horizon', '3'))
     assert 'other settings' in line and '--horizon 5 -> 3' in line and '--learning-rate 0.001 -> 0.5' in line, line
     line = _one_line(run('tft_train', '--epochs', '3', *SMALL, '--batch-size', '256', '--checkpoint-dir', str(one_run),
-                         '--resume', 'last', '--val-start', '2016-01-01'))    # other splits: the validation loss would change meaning
+                         '--resume', 'last', '--val-start', '2016-01-01'))   # other splits: val losses differ
     assert "--val-start '2015-01-01' -> '2016-01-01'" in line, line
     assert _tree(one_run) == before
 
 def test_resume_into_another_run_is_refused_and_into_a_new_folder_works(one_run, tmp_path):
-    other = tmp_path / 'other'; other.mkdir(); (other / 'metrics.csv').write_text('epoch\n1\n')
+    other = tmp_path / 'other'
+    other.mkdir()
+    (other / 'metrics.csv').write_text('epoch\n1\n')
     a_before, o_before = _tree(one_run), _tree(other)
     args = ['tft_train', '--epochs', '3', *SMALL, '--batch-size', '256', '--resume', str(one_run / 'tft_last')]
     line = _one_line(run(*args, '--checkpoint-dir', str(other)))
     assert 'already holds a training run' in line, line
     assert _tree(one_run) == a_before and _tree(other) == o_before
     new = tmp_path / 'new'
-    r = run(*args, '--checkpoint-dir', str(new)); assert r.returncode == 0, r.stderr[-2000:]
+    r = run(*args, '--checkpoint-dir', str(new))
+    assert r.returncode == 0, r.stderr[-2000:]
     assert _tree(one_run) == a_before                                   # the resumed run's own folder is left alone
     assert pd.read_csv(new / 'metrics.csv').epoch.tolist() == [1, 2, 3]
     best = json.loads((new / 'tft_best.json').read_text())['epoch']
-    assert best == json.loads((new / 'tft_last.json').read_text())['best_epoch']   # the best so far, carried into the new folder
+    assert best == json.loads((new / 'tft_last.json').read_text())['best_epoch']   # the best so far, carried over
 
 def test_overwrite_interrupted_before_its_first_checkpoint_keeps_the_earlier_run(one_run, tmp_path):
-    "Ctrl-C in the first epoch of an --overwrite run: the earlier run's files are all still there, and the line says so."
-    ck = tmp_path / 'ck'; shutil.copytree(one_run, ck); before = _tree(ck)
-    p = subprocess.Popen(['tft_train', '--epochs', '2', *SMALL, '--batch-size', '64', '--device', 'cpu', '--checkpoint-dir', str(ck), '--overwrite'],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    while not (line := p.stderr.readline()).startswith('Model:'): assert line, 'the run ended before training'   # the first epoch begins
-    p.send_signal(signal.SIGINT); err = p.communicate(timeout=60)[1]
+    """Ctrl-C in the first epoch of an --overwrite run: the earlier run's files are all still there, and the line says
+    so."""
+    ck = tmp_path / 'ck'
+    shutil.copytree(one_run, ck)
+    before = _tree(ck)
+    with procs.started(['tft_train', '--epochs', '2', *SMALL, '--batch-size', '64', '--device', 'cpu',
+                        '--checkpoint-dir', str(ck), '--overwrite'],
+                       sigint=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) as p:
+        while not (line := p.stderr.readline()).startswith('Model:'):   # the first epoch begins
+            assert line, 'the run ended before training'
+        p.send_signal(signal.SIGINT)
+        err = procs.communicate(p)[1]
     assert p.returncode == 130 and err.strip().splitlines()[-1] == (
-        f"tft_train: interrupted; no checkpoint of this run yet: the earlier run in {ck} is whole (--overwrite replaces it at this run's first checkpoint)"), err[-3000:]
+        f"tft_train: interrupted; no checkpoint of this run yet: the earlier run in {ck} is whole "
+        "(--overwrite replaces it at this run's first checkpoint)"), err[-3000:]
     assert _tree(ck) == before
 
 def test_overwrite_when_resuming_into_a_folder_with_another_run(one_run, tmp_path):
-    "--resume from one folder into another that holds an earlier run, with --overwrite: the earlier run's files go before the carried tft_best is written."
-    ck = tmp_path / 'ck'; shutil.copytree(one_run, ck); (ck / 'tft_epoch_009.json').write_text('{}')   # an earlier run, with a file this one never writes
-    r = run('tft_train', '--epochs', '2', *SMALL, '--batch-size', '256', '--checkpoint-dir', str(ck), '--resume', str(one_run / 'tft_last'), '--overwrite')
+    """--resume from one folder into another that holds an earlier run, with --overwrite: the earlier run's files go
+    before the carried tft_best is written."""
+    ck = tmp_path / 'ck'
+    shutil.copytree(one_run, ck)
+    (ck / 'tft_epoch_009.json').write_text('{}')   # an earlier run, with a file this one never writes
+    r = run('tft_train', '--epochs', '2', *SMALL, '--batch-size', '256', '--checkpoint-dir', str(ck),
+            '--resume', str(one_run / 'tft_last'), '--overwrite')
     assert r.returncode == 0 and 'Nothing left to train' in r.stderr, r.stderr[-2000:]
-    assert sorted(os.listdir(ck)) == ['tft_best.json', 'tft_best.safetensors'], os.listdir(ck)   # the earlier run gone, the run's best carried
-    assert json.loads((ck / 'tft_best.json').read_text())['epoch'] == json.loads((one_run / 'tft_best.json').read_text())['epoch']
+    # the earlier run gone, the run's best carried
+    assert sorted(os.listdir(ck)) == ['tft_best.json', 'tft_best.safetensors'], os.listdir(ck)
+    assert (json.loads((ck / 'tft_best.json').read_text())['epoch']
+            == json.loads((one_run / 'tft_best.json').read_text())['epoch'])
 
 def test_predict_skips_untrained_symbols(one_run, tmp_path):
     "A file with a symbol the model was not trained on: forecasts for the others, and a warning naming it."
     sp = load_sample().query("symbol == 'sp500'").tail(100)
     pd.concat([sp, sp.assign(symbol='NEW')]).to_csv(tmp_path / 'bars.csv', index=False)
-    r = run('tft_predict', '--checkpoint', str(one_run / 'tft_best'), '--data', str(tmp_path / 'bars.csv'), '--output', str(tmp_path / 'fc.csv'))
+    r = run('tft_predict', '--checkpoint', str(one_run / 'tft_best'), '--data', str(tmp_path / 'bars.csv'),
+            '--output', str(tmp_path / 'fc.csv'))
     assert r.returncode == 0, r.stderr[-2000:]
-    assert f"{tmp_path / 'bars.csv'}: no forecasts for NEW: not among the trained symbols ['nasdaq', 'sp500']" in r.stderr
+    assert (f"{tmp_path / 'bars.csv'}: no forecasts for NEW: not among the trained symbols ['nasdaq', 'sp500']"
+            in r.stderr)
     assert set(pd.read_csv(tmp_path / 'fc.csv').symbol) == {'sp500'}
-    assert r.stderr.strip().splitlines()[-1] == f"Wrote 5 forecasts (5 steps from each of 1 origin, 1 symbol) to {tmp_path / 'fc.csv'}", r.stderr[-500:]
+    assert r.stderr.strip().splitlines()[-1] == (
+        f"Wrote 5 forecasts (5 steps from each of 1 origin, 1 symbol) to {tmp_path / 'fc.csv'}"), r.stderr[-500:]
 
 def test_predict_refuses_bad_inputs(one_run, tmp_path):
     line = _one_line(run('tft_predict', '--checkpoint', str(one_run / 'tft_best'), '--batch-size', '0'), 'tft_predict')
     assert '--batch-size must be >= 1' in line, line
-    line = _one_line(run('tft_predict', '--checkpoint', str(one_run / 'tft_best'), '--output', str(tmp_path)), 'tft_predict')
+    line = _one_line(run('tft_predict', '--checkpoint', str(one_run / 'tft_best'), '--output', str(tmp_path)),
+                     'tft_predict')
     assert f'--output {tmp_path} is a folder' in line, line
-    long = tmp_path / ('f' * 300 + '.csv')                               # a name the file system refuses: the error names it
-    line = _one_line(run('tft_predict', '--checkpoint', str(one_run / 'tft_best'), '--output', str(long)), 'tft_predict')
+    long = tmp_path / ('f' * 300 + '.csv')                  # a name the file system refuses: the error names it
+    line = _one_line(run('tft_predict', '--checkpoint', str(one_run / 'tft_best'), '--output', str(long)),
+                     'tft_predict')
     assert line.startswith(f'tft_predict: error: {long}: ') and 'name too long' in line, line
     assert list(tmp_path.iterdir()) == []                                # nothing written
-    short = tmp_path / 'short.csv'; short.write_text('ts_event,symbol,open,high,low,close,volume\n2024-01-02,X,10,11,9,10.5,100\n')
-    line = _one_line(run('tft_predict', '--checkpoint', str(one_run / 'tft_best'), '--data', str(short), '--output', str(tmp_path / 'f.csv')), 'tft_predict')
+    short = tmp_path / 'short.csv'
+    short.write_text('ts_event,symbol,open,high,low,close,volume\n2024-01-02,X,10,11,9,10.5,100\n')
+    line = _one_line(run('tft_predict', '--checkpoint', str(one_run / 'tft_best'), '--data', str(short),
+                         '--output', str(tmp_path / 'f.csv')), 'tft_predict')
     assert str(short) in line and 'too short to forecast from' in line, line
-    hourly = tmp_path / 'hourly.csv'                                     # a trained symbol's bars, but hourly: the model knows daily bars
-    load_sample().query("symbol == 'sp500'").tail(200).assign(ts_event=pd.date_range('2024-01-02 14:00', periods=200, freq='h', tz='UTC')).to_csv(hourly, index=False)
-    line = _one_line(run('tft_predict', '--checkpoint', str(one_run / 'tft_best'), '--data', str(hourly), '--output', str(tmp_path / 'f.csv')), 'tft_predict')
-    assert line == f'tft_predict: error: {hourly}: its bars are 0 days 01:00:00 apart (median), but the model was trained on bars 1 days 00:00:00 apart: its forecasts would be meaningless; use a checkpoint trained on bars of this size', line
+    hourly = tmp_path / 'hourly.csv'           # a trained symbol's bars, but hourly: the model knows daily bars
+    load_sample().query("symbol == 'sp500'").tail(200).assign(
+        ts_event=pd.date_range('2024-01-02 14:00', periods=200, freq='h', tz='UTC')).to_csv(hourly, index=False)
+    line = _one_line(run('tft_predict', '--checkpoint', str(one_run / 'tft_best'), '--data', str(hourly),
+                         '--output', str(tmp_path / 'f.csv')), 'tft_predict')
+    assert line == (f'tft_predict: error: {hourly}: its bars are 0 days 01:00:00 apart (median), but the model was '
+                    'trained on bars 1 days 00:00:00 apart: its forecasts would be meaningless; use a checkpoint '
+                    'trained on bars of this size'), line
     hourly.unlink()
     for side, msg in (([1, 2], 'not a checkpoint sidecar'), ('drop model_config', 'no model_config entry')):
-        ck = tmp_path / 'ck'; ck.mkdir(exist_ok=True)
+        ck = tmp_path / 'ck'
+        ck.mkdir(exist_ok=True)
         for f in ('tft_best.safetensors', 'tft_best.json'): (ck / f).write_bytes((one_run / f).read_bytes())
         if side == 'drop model_config':
-            side = json.loads((ck / 'tft_best.json').read_text()); del side['model_config']
+            side = json.loads((ck / 'tft_best.json').read_text())
+            del side['model_config']
         (ck / 'tft_best.json').write_text(json.dumps(side))
         out = tmp_path / 'fc.csv'
-        line = _one_line(run('tft_predict', '--checkpoint', str(ck / 'tft_best'), '--output', str(out)), 'tft_predict')
+        line = _one_line(run('tft_predict', '--checkpoint', str(ck / 'tft_best'), '--output', str(out)),
+                         'tft_predict')
         assert msg in line and 'tft_best' in line, line
         assert not out.exists()
 
 def test_predict_never_writes_over_its_inputs(one_run, tmp_path):
-    "An --output that is the data file, a data-named file in the data folder, or a file of the checkpoint's run is refused; the inputs stay as they were."
-    data = tmp_path / 'bars'; data.mkdir(); load_sample().query("symbol == 'sp500'").tail(300).to_csv(data / 'sp.csv', index=False)
+    """An --output that is the data file, a data-named file in the data folder, or a file of the checkpoint's run is
+    refused; the inputs stay as they were."""
+    data = tmp_path / 'bars'
+    data.mkdir()
+    load_sample().query("symbol == 'sp500'").tail(300).to_csv(data / 'sp.csv', index=False)
     before, run_before = _tree(data), _tree(one_run)
     ck = str(one_run / 'tft_best')
     for args, why in [(['--data', str(data / 'sp.csv'), '--output', str(data / 'sp.csv')], 'is the --data file'),
-                      (['--data', str(data), '--output', str(data / 'fc.csv')], 'is in the --data folder, where the next run would read it as bars'),
+                      (['--data', str(data), '--output', str(data / 'fc.csv')],
+                       'is in the --data folder, where the next run would read it as bars'),
                       (['--output', str(one_run / 'tft_best.json')], "is a file of the checkpoint's run"),
                       (['--output', str(one_run / 'metrics.csv')], "is a file of the checkpoint's run")]:
         line = _one_line(run('tft_predict', '--checkpoint', ck, *args), 'tft_predict')
         assert f'--output {args[-1]} {why}; write the forecasts elsewhere' in line, line
     assert _tree(data) == before and _tree(one_run) == run_before
-    r = run('tft_predict', '--checkpoint', ck, '--data', str(data), '--output', str(data / 'fc.txt'))   # not named as bars: fine there
+    # not named as bars: fine there
+    r = run('tft_predict', '--checkpoint', ck, '--data', str(data), '--output', str(data / 'fc.txt'))
     assert r.returncode == 0 and (data / 'fc.txt').is_file(), r.stderr[-2000:]
 
 def test_predict_test_split_is_the_runs_own(tmp_path):
-    "A run split by fractions: tft_predict --split test on a shorter file (its first half cut) forecasts the run's test period, not the file's last 15%."
+    """A run split by fractions: tft_predict --split test on a shorter file (its first half cut) forecasts the run's
+    test period, not the file's last 15%."""
     full, cut, ck = tmp_path / 'full.csv', tmp_path / 'cut.csv', tmp_path / 'ck'
     sp = load_sample().query("symbol == 'sp500'").tail(800)
-    sp.to_csv(full, index=False); sp.tail(400).to_csv(cut, index=False)
-    r = run('tft_train', '--data', str(full), '--epochs', '1', *SMALL, '--batch-size', '256', '--checkpoint-dir', str(ck))
+    sp.to_csv(full, index=False)
+    sp.tail(400).to_csv(cut, index=False)
+    r = run('tft_train', '--data', str(full), '--epochs', '1', *SMALL, '--batch-size', '256',
+            '--checkpoint-dir', str(ck))
     assert r.returncode == 0, r.stderr[-2000:]
     origins = {}
     for f in (full, cut):
-        r = run('tft_predict', '--checkpoint', str(ck / 'tft_best'), '--data', str(f), '--split', 'test', '--output', str(tmp_path / f'fc_{f.stem}.csv'))
+        r = run('tft_predict', '--checkpoint', str(ck / 'tft_best'), '--data', str(f), '--split', 'test',
+                '--output', str(tmp_path / f'fc_{f.stem}.csv'))
         assert r.returncode == 0, r.stderr[-2000:]
         origins[f.stem] = pd.read_csv(tmp_path / f'fc_{f.stem}.csv').origin.unique().tolist()
-    assert origins['cut'] == origins['full'] and len(origins['full']) > 100, (len(origins['full']), len(origins['cut']))   # not the cut file's own last 15% (about 60 origins)
+    # not the cut file's own last 15% (about 60 origins)
+    assert origins['cut'] == origins['full'] and len(origins['full']) > 100, (len(origins['full']), len(origins['cut']))
 
 def test_predict_split_without_windows(one_run, tmp_path):
     "--split val on bars that all come after the checkpoint's validation split: one line naming the file and the split."
-    f = tmp_path / 'recent.csv'; load_sample().query("symbol == 'sp500'").tail(300).to_csv(f, index=False)
-    line = _one_line(run('tft_predict', '--checkpoint', str(one_run / 'tft_best'), '--data', str(f), '--split', 'val', '--output', str(tmp_path / 'fc.csv')), 'tft_predict')
-    assert f"{f}: the checkpoint's val split has no windows in these bars: it ends at 2017-01-01 00:00:00+00:00, before these bars begin" in line and '--split future' in line, line
+    f = tmp_path / 'recent.csv'
+    load_sample().query("symbol == 'sp500'").tail(300).to_csv(f, index=False)
+    line = _one_line(run('tft_predict', '--checkpoint', str(one_run / 'tft_best'), '--data', str(f), '--split', 'val',
+                         '--output', str(tmp_path / 'fc.csv')), 'tft_predict')
+    assert (f"{f}: the checkpoint's val split has no windows in these bars: it ends at 2017-01-01 00:00:00+00:00, "
+            "before these bars begin" in line and '--split future' in line), line
     assert not (tmp_path / 'fc.csv').exists()

@@ -47,7 +47,8 @@ def decode_official(path: Path):
     "Metadata and records of `path` decoded by Databento's own decoder."
     raw = path.read_bytes()
     if raw[:4] == b'\x28\xb5\x2f\xfd': raw = zstandard.ZstdDecompressor().decompressobj().decompress(raw)
-    dec = dbn.DBNDecoder(); dec.write(raw)
+    dec = dbn.DBNDecoder()
+    dec.write(raw)
     recs = dec.decode()
     return recs[0], recs[1:]
 
@@ -118,12 +119,14 @@ def test_vectors_untouched():
         for fn in (read_dbn, read_ohlcv):
             try: fn(f)
             except DataError: pass
-    with pytest.raises(DataError, match='ohlcv-1d.dbz: legacy DBZ'): read_ohlcv(DBN_DIR)   # its first file by name holds no bars (skipped), the next is DBZ
+    # its first file by name holds no bars (skipped), the next is DBZ
+    with pytest.raises(DataError, match='ohlcv-1d.dbz: legacy DBZ'): read_ohlcv(DBN_DIR)
     assert snap() == before
 
 @pytest.mark.skipif(not DBN_DIR.is_dir(), reason=NO_DIR)
 def test_folder_reads_the_bars_and_skips_the_rest(tmp_path, caplog):
-    "A folder holding a real DBN file with a README and a LICENSE beside it (as in the vectors' own folder) reads the DBN file."
+    """A folder holding a real DBN file with a README and a LICENSE beside it (as in the vectors' own folder) reads the
+    DBN file."""
     names = ['test_data.ohlcv-1m.v3.dbn.zst', 'README.md', 'LICENSE']
     for n in names: (tmp_path / n).write_bytes((DBN_DIR / n).read_bytes())
     with caplog.at_level('INFO', logger='tft_nb'): got = read_ohlcv(tmp_path)
@@ -132,10 +135,13 @@ def test_folder_reads_the_bars_and_skips_the_rest(tmp_path, caplog):
 
 @pytest.mark.skipif(not DBN_DIR.is_dir(), reason=NO_DIR)
 def test_folder_skips_files_without_bars(tmp_path, caplog):
-    "Databento's own empty ohlcv-1d files (metadata, no records), as a download split by day holds for days without trading, beside daily bars: skipped with a warning."
+    """Databento's own empty ohlcv-1d files (metadata, no records), as a download split by day holds for days without
+    trading, beside daily bars: skipped with a warning."""
     empty = ['test_data.ohlcv-1d.dbn', 'test_data.ohlcv-1d.v3.dbn.zst']
     for n in empty: (tmp_path / n).write_bytes((DBN_DIR / n).read_bytes())
-    with pytest.raises(DataError, match=r"none of its 2 data file\(s\) holds bars \(test_data.ohlcv-1d.dbn, test_data.ohlcv-1d.v3.dbn.zst"): read_ohlcv(tmp_path)
+    with pytest.raises(DataError, match=r"none of its 2 data file\(s\) holds bars "
+                                        r"\(test_data.ohlcv-1d.dbn, test_data.ohlcv-1d.v3.dbn.zst"):
+        read_ohlcv(tmp_path)
     bars = make_bars(30, syms=('AAA',), freq='1D')
     write_dbn(bars, tmp_path / 'xnas-itch-2024.ohlcv-1d.dbn.zst', schema='ohlcv-1d', zstd=True)
     with caplog.at_level('WARNING', logger='tft_nb'): got = read_ohlcv(tmp_path)
@@ -163,14 +169,17 @@ def test_write_read_roundtrip(tmp_path, schema, zstd):
 def test_dbn_ts_out_and_undefined_price(tmp_path):
     "Records with ts_out (64 bytes) read; an undefined price is NaN in read_dbn and refused by read_ohlcv."
     meta = dbn.Metadata(dataset='XNAS.ITCH', schema=dbn.Schema.OHLCV_1M, start=0, stype_in=dbn.SType.RAW_SYMBOL,
-                        stype_out=dbn.SType.INSTRUMENT_ID, symbols=['A'], partial=[], not_found=[], end=2 * 10**18, ts_out=True,
-                        mappings=[NS(raw_symbol='A', intervals=[NS(start_date=dt.date(2024, 1, 1), end_date=dt.date(2024, 1, 3), symbol='7')])])
+                        stype_out=dbn.SType.INSTRUMENT_ID, symbols=['A'], partial=[], not_found=[], end=2 * 10**18,
+                        ts_out=True,
+                        mappings=[NS(raw_symbol='A', intervals=[NS(start_date=dt.date(2024, 1, 1),
+                                                                   end_date=dt.date(2024, 1, 3), symbol='7')])])
     d = np.dtype(dbn.OHLCVMsg._dtypes + [('ts_out', 'u8')])
     r = np.zeros(3, d)
     r['length'], r['rtype'], r['instrument_id'] = 16, 0x21, 7
     r['ts_event'] = pd.Timestamp('2024-01-02', tz='UTC').value + np.arange(3) * 60 * 10**9
     for c in PRICES: r[c] = 100 * 10**9
-    r['high'] += 10**9; r['volume'] = 5
+    r['high'] += 10**9
+    r['volume'] = 5
     p = tmp_path / 'tsout.dbn'
     p.write_bytes(bytes(meta.encode()) + r.tobytes())
     df = read_ohlcv(p)
@@ -186,7 +195,8 @@ def _truncations(b: bytes):
     end = meta_end(b)
     header = list(range(1, 8))
     meta = sorted({8, 9, 12, 20, 40, end // 2, end - 9, end - 1})
-    recs = [end + k for k in (1, 7, OHLCV_SIZE - 1, OHLCV_SIZE + 1, 3 * OHLCV_SIZE + 17)] + [len(b) - 1, len(b) - OHLCV_SIZE + 3]
+    recs = ([end + k for k in (1, 7, OHLCV_SIZE - 1, OHLCV_SIZE + 1, 3 * OHLCV_SIZE + 17)]
+            + [len(b) - 1, len(b) - OHLCV_SIZE + 3])
     assert all((o - end) % OHLCV_SIZE for o in recs)
     return [('header', o) for o in header] + [('metadata', o) for o in meta] + [('records', o) for o in recs]
 
@@ -223,9 +233,11 @@ def test_corrupt_bytes(tmp_path):
     cases = {'garbage.dbn': (np.random.default_rng(1).bytes(4000), ('not a DBN file',), ('unknown format',)),
              'flipped_sig.dbn': (b'DBM' + b[3:], ('not a DBN file',), ('unknown format',)),
              'version9.dbn': (b[:3] + b'\x09' + b[4:], ('version 9',), ('version 9',)),
-             'huge_meta.dbn': (b[:4] + b'\xff\xff\xff\xff' + b[8:], ('truncated DBN metadata',), ('truncated DBN metadata',)),
+             'huge_meta.dbn': (b[:4] + b'\xff\xff\xff\xff' + b[8:], ('truncated DBN metadata',),
+                               ('truncated DBN metadata',)),
              'zero_meta.dbn': (b[:4] + b'\0\0\0\0' + b[8:], ('corrupt DBN metadata',), ('corrupt DBN metadata',)),
-             'rec_len0.dbn': (b[:meta_end(b)] + b'\0' + b[meta_end(b) + 1:], ('corrupt DBN record',), ('corrupt DBN record',))}
+             'rec_len0.dbn': (b[:meta_end(b)] + b'\0' + b[meta_end(b) + 1:], ('corrupt DBN record',),
+                              ('corrupt DBN record',))}
     for name, (data, p1, p2) in cases.items():
         p = tmp_path / name
         p.write_bytes(data)
@@ -238,19 +250,20 @@ def test_corrupt_metadata_bytes(tmp_path):
     p = tmp_path / 'meta.dbn'
     for i in range(8, meta_end(b), 3):
         for v in (0x00, 0xff):
-            bb = bytearray(b); bb[i] = v
+            bb = bytearray(b)
+            bb[i] = v
             p.write_bytes(bytes(bb))
             try: read_dbn(p)
             except DataError as e: assert p.name in str(e)
 
 # %% DBN of a non-OHLCV schema
 def _trades_meta(schema=dbn.Schema.TRADES):
-    return dbn.Metadata(dataset='XNAS.ITCH', schema=schema, start=0, stype_in=dbn.SType.RAW_SYMBOL, stype_out=dbn.SType.INSTRUMENT_ID,
-                        symbols=['A'], partial=[], not_found=[], end=10, mappings=[])
+    return dbn.Metadata(dataset='XNAS.ITCH', schema=schema, start=0, stype_in=dbn.SType.RAW_SYMBOL,
+                        stype_out=dbn.SType.INSTRUMENT_ID, symbols=['A'], partial=[], not_found=[], end=10, mappings=[])
 
 def _trade() -> bytes:
-    return bytes(dbn.TradeMsg(publisher_id=1, instrument_id=1, ts_event=5, price=100 * 10**9, size=1, action=dbn.Action.TRADE,
-                              side=dbn.Side.NONE, depth=0, ts_recv=6, flags=0))
+    return bytes(dbn.TradeMsg(publisher_id=1, instrument_id=1, ts_event=5, price=100 * 10**9, size=1,
+                              action=dbn.Action.TRADE, side=dbn.Side.NONE, depth=0, ts_recv=6, flags=0))
 
 def test_non_ohlcv_dbn(tmp_path):
     p = tmp_path / 'trades.dbn'
@@ -260,7 +273,8 @@ def test_non_ohlcv_dbn(tmp_path):
     p.write_bytes(bytes(_trades_meta(None).encode()) + _trade())
     expect_error(read_dbn, p, 'schema is None')
     # OHLCV metadata, but the records say otherwise
-    b = dbn_bytes(tmp_path); end = meta_end(b)
+    b = dbn_bytes(tmp_path)
+    end = meta_end(b)
     cases = {'trade_rec.dbn': (b[:end] + _trade() * 7, 'corrupt DBN record'),
              'mixed_recs.dbn': (b[:end] + b[end:end + OHLCV_SIZE] + _trade(), 'truncated DBN'),
              'rtype.dbn': (b[:end + 3 * OHLCV_SIZE + 1] + b'\x00' + b[end + 3 * OHLCV_SIZE + 2:], 'record type 0x0'),
@@ -290,7 +304,8 @@ CSV_CASES = {  # name: (text, phrase)
     'bad_ts.csv': (GOOD.replace('2024-01-02T00:01Z', 'notadate'), 'not timestamps'),
     'header_only.csv': (GOOD.splitlines()[0] + '\n', 'no bars'),
     'empty.csv': ('', 'empty file'),
-    'missing_symbol.csv': (GOOD.replace('00:01Z,A,', '00:01Z,,'), 'missing symbol in 1 row(s); first at 2024-01-02 00:01:00+00:00'),
+    'missing_symbol.csv': (GOOD.replace('00:01Z,A,', '00:01Z,,'),
+                           'missing symbol in 1 row(s); first at 2024-01-02 00:01:00+00:00'),
     'blank_lines.csv': ('\n\n', 'not a readable CSV'),
 }
 
@@ -321,11 +336,13 @@ def test_other_bad_inputs(tmp_path):
     for fn in (read_dbn, read_ohlcv): expect_error(fn, tmp_path / 'empty.dbn', 'empty file')
     (tmp_path / 'blob.bin').write_bytes(b'\x00\x01\x02\x03' * 300)
     expect_error(read_ohlcv, tmp_path / 'blob.bin', 'unknown format')
-    (tmp_path / 'nofiles').mkdir(); (tmp_path / 'nofiles' / '.hidden').write_text(GOOD); (tmp_path / 'nofiles' / 'sub').mkdir()
+    (tmp_path / 'nofiles').mkdir()
+    (tmp_path / 'nofiles' / '.hidden').write_text(GOOD)
+    (tmp_path / 'nofiles' / 'sub').mkdir()
     expect_error(read_ohlcv, tmp_path / 'nofiles', 'folder has no data files')
     expect_error(read_ohlcv, tmp_path / 'absent.csv', 'no such file')
     expect_error(read_dbn, tmp_path / 'absent.dbn', 'no such file')
-    os.mkfifo(tmp_path / 'pipe.csv')                                     # exists, but is not a file: said so, and never opened
+    os.mkfifo(tmp_path / 'pipe.csv')                 # exists, but is not a file: said so, and never opened
     for fn in (read_dbn, read_ohlcv): expect_error(fn, tmp_path / 'pipe.csv', 'not a regular file')
 
 def test_too_short_for_a_window(tmp_path):
@@ -334,8 +351,9 @@ def test_too_short_for_a_window(tmp_path):
     bars = read_ohlcv(p)
     with pytest.raises(DataError) as ei: make_windows(bars, DataConfig(encoder_length=16, horizon=5), source=str(p))
     assert p.name in str(ei.value) and 'too short' in str(ei.value)
-    wd = make_windows(bars, DataConfig(encoder_length=14, horizon=5, val_start='2030-01-01', test_start='2030-01-01'), source=str(p))
-    assert len(wd.train) == 2   # 19 usable bars of each of the two symbols: exactly one window's worth each, all for training
+    wd = make_windows(bars, DataConfig(encoder_length=14, horizon=5, val_start='2030-01-01', test_start='2030-01-01'),
+                      source=str(p))
+    assert len(wd.train) == 2   # 19 usable bars of each of the two symbols: one window's worth each, all for training
 
 # %% other formats
 def test_parquet_roundtrip(tmp_path):
@@ -376,7 +394,8 @@ def test_csv_aliases_and_epochs(tmp_path):
     assert (nosym.symbol == 'SPY').all()   # no symbol column: the file name's stem
 
 def _write(p: Path, text: str) -> Path:
-    p.write_text(text); return p
+    p.write_text(text)
+    return p
 
 def test_folder_of_mixed_formats(tmp_path):
     bars = make_bars(25, syms=('AAA', 'BBB', 'CCC'))
@@ -393,11 +412,13 @@ def test_parquet_with_non_default_index(tmp_path):
 
 # %% readers never write
 def test_readers_never_write(tmp_path):
-    d = tmp_path / 'in'; d.mkdir()
+    d = tmp_path / 'in'
+    d.mkdir()
     write_dbn(make_bars(10), d / 'ok.dbn')
     (d / 'bad.csv').write_text(CSV_CASES['high_lt_low.csv'][0])
     (d / 'cut.dbn').write_bytes((d / 'ok.dbn').read_bytes()[:-3])
-    snap = lambda: sorted((str(f.relative_to(tmp_path)), f.stat().st_size, f.stat().st_mtime_ns) for f in tmp_path.rglob('*'))
+    snap = lambda: sorted((str(f.relative_to(tmp_path)), f.stat().st_size, f.stat().st_mtime_ns)
+                          for f in tmp_path.rglob('*'))
     before = snap()
     with pytest.raises(DataError): read_ohlcv(d)
     for f in d.iterdir():
@@ -417,11 +438,13 @@ def test_sample_matches_arch_loaders():
         got = s[s.symbol == name].set_index('ts_event')
         np.testing.assert_array_equal(got.index.tz_localize(None).values, ref.index.values)
         for col in ('open', 'high', 'low', 'close', 'volume'):
-            np.testing.assert_array_equal(got[col].to_numpy(), ref[col.capitalize()].to_numpy(dtype='float64'), err_msg=f"{name}.{col}")
+            np.testing.assert_array_equal(got[col].to_numpy(), ref[col.capitalize()].to_numpy(dtype='float64'),
+                                          err_msg=f"{name}.{col}")
 
 def test_folder_with_a_broken_link(tmp_path):
     "A data file in a folder that cannot be read (here a link to nothing) is an error naming it, not silently left out."
-    (tmp_path / 'a.csv').write_text(GOOD); os.symlink('gone.csv', tmp_path / 'b.csv')
+    (tmp_path / 'a.csv').write_text(GOOD)
+    os.symlink('gone.csv', tmp_path / 'b.csv')
     expect_error(read_ohlcv, tmp_path, 'no such file')
     assert 'b.csv' in str(pytest.raises(DataError, read_ohlcv, tmp_path).value)
 

@@ -26,7 +26,8 @@ def test_a_page_per_notebook_with_its_symbols(site):
         assert page.is_file(), f"no page for {nb.name} (expected {page.name})"
         html = page.read_text()
         assert '<nav' in html and 'index.html' in html, f"{page.name}: no navigation bar"
-        assert 'https://tft-nb.github.io/tft_nb/' not in html, f"{page.name}: absolute link to the published site left in"
+        assert 'https://tft-nb.github.io/tft_nb/' not in html, (
+            f"{page.name}: absolute link to the published site left in")
         if mod is None: continue
         m = importlib.import_module(f'tft_nb.{mod}')
         names = [n for n in getattr(m, '__all__', []) if callable(getattr(m, n))]   # constants get no show_doc section
@@ -36,14 +37,17 @@ def test_a_page_per_notebook_with_its_symbols(site):
 def test_links_between_pages_find_their_anchors(site):
     "Every link to a page of the site, or to a place on one, finds that page and an element with that id."
     ids = {p.name: set(re.findall(r'\bid="([^"]+)"', p.read_text())) for p in site.glob('*.html')}
-    dead = [(p, page, anchor) for p in ids for page, anchor in re.findall(r'href="([\w.-]*\.html)?(?:#([^"]*))?"', (site / p).read_text())
+    dead = [(p, page, anchor) for p in ids
+            for page, anchor in re.findall(r'href="([\w.-]*\.html)?(?:#([^"]*))?"', (site / p).read_text())
             if (page or p) not in ids or (anchor and anchor not in ids[page or p])]
     assert not dead, f"links to missing pages or anchors (page, target, anchor): {dead}"
 
 def test_anchor_fixing_keeps_links_that_find_their_id():
-    "A link is pointed at another case of its anchor only when the page has no id of that exact spelling (`dropout` and `Dropout` both exist in gating)."
+    """A link is pointed at another case of its anchor only when the page has no id of that exact spelling (`dropout`
+    and `Dropout` both exist in gating)."""
     import build_docs
-    page = '<h3 id="Dropout"></h3><h3 id="dropout"></h3><a href="#dropout"></a><a href="#Dropout"></a><a href="b.html#gateaddnorm"></a>'
+    page = ('<h3 id="Dropout"></h3><h3 id="dropout"></h3><a href="#dropout"></a><a href="#Dropout"></a>'
+            '<a href="b.html#gateaddnorm"></a>')
     fixed = build_docs._fix_anchors({'a.html': page, 'b.html': '<h3 id="GateAddNorm"></h3>'})['a.html']
     assert re.findall(r'href="([^"]+)"', fixed) == ['#dropout', '#Dropout', 'b.html#GateAddNorm'], fixed
 
@@ -61,17 +65,18 @@ def _outputs(nb: Path) -> str:
     "All text the notebook's saved outputs show (streams and plain-text results)."
     out = []
     for c in json.loads(nb.read_text())['cells']:
-        for o in c.get('outputs', []): out.append(''.join(o.get('text', '')) + ''.join(o.get('data', {}).get('text/plain', '')))
+        for o in c.get('outputs', []):
+            out.append(''.join(o.get('text', '')) + ''.join(o.get('data', {}).get('text/plain', '')))
     return '\n'.join(out)
 
 def test_readme_quotes_the_saved_training_run():
-    "The README's figures of the training run are those of the outputs saved in nbs/13_training_run.ipynb."
-    readme, out = (root / 'README.md').read_text(), _outputs(root / 'nbs' / '13_training_run.ipynb')
+    "The README's figures of the training run are those of the outputs saved in nbs/19_training_run.ipynb."
+    readme, out = (root / 'README.md').read_text(), _outputs(root / 'nbs' / '19_training_run.ipynb')
     readme = ' '.join(readme.split())                                      # sentences wrap across lines
     m = re.search(r'after (\d+) epochs with the best at epoch (\d+) \(about (\d+) s per epoch', readme)
     assert m, "README no longer describes the training run's epochs"
     run = re.search(r'Epochs run: (\d+) of \d+; best epoch: (\d+);.*\nSeconds per epoch: ([\d.]+)', out)
-    assert run, "13_training_run has no saved outputs of a run"
+    assert run, "19_training_run has no saved outputs of a run"
     assert m.group(1, 2) == run.group(1, 2), (m.group(0), run.group(0))
     assert abs(int(m.group(3)) - float(run.group(3))) <= 0.5, (m.group(0), run.group(3))
     q = re.search(r'q-risk was ([\d.]+) \(P50\) and ([\d.]+) \(P90\), against ([\d.]+) / ([\d.]+) for persistence and '

@@ -1,7 +1,7 @@
 """Property tests of the windowing (`tft_nb.windows`) on the built-in sample (S&P 500 and NASDAQ daily bars):
 split membership, no leakage, scaling ranges, inverse scaling, and batches against a slow reference."""
 from __future__ import annotations
-import numpy as np, pandas as pd, pytest, torch
+import numpy as np, pytest, torch
 
 from tft_nb.data import load_sample
 from tft_nb.windows import PRESETS, SPLITS, DataConfig, make_windows, split_dates
@@ -58,10 +58,12 @@ def test_no_leakage(case, bars):
         e, d = _rows(getattr(wd, s), te, td)
         assert (ts[d] < first_after.to_datetime64()).all(), f"{name}: a {s} target at or after {first_after}"
         assert (ts[e] < first_after.to_datetime64()).all()
-    assert (f.split.to_numpy()[ts >= val.to_datetime64()] > 0).all() and (f.split.to_numpy()[ts < val.to_datetime64()] == 0).all()
+    assert ((f.split.to_numpy()[ts >= val.to_datetime64()] > 0).all()
+            and (f.split.to_numpy()[ts < val.to_datetime64()] == 0).all())
     # the scaler saw training rows only: changing every later row leaves it unchanged
     wd2 = make_windows(perturb_after(bars, val), cfg)
-    np.testing.assert_allclose(wd2.scaler.loc, wd.scaler.loc); np.testing.assert_allclose(wd2.scaler.scale, wd.scaler.scale)
+    np.testing.assert_allclose(wd2.scaler.loc, wd.scaler.loc)
+    np.testing.assert_allclose(wd2.scaler.scale, wd.scaler.scale)
 
 def perturb_after(bars, val):
     "`bars` with every bar at or after `val` given a random price level (all of O, H, L, C) and volume."
@@ -94,7 +96,8 @@ def test_inverse_recovers_test_targets(case):
     f, td = wd.features, cfg.horizon
     _, d = _rows(wd.test, cfg.encoder_length, td)
     want = f[cfg.target].to_numpy('float64')[d]
-    got = np.concatenate([wd.scaler.inverse(b.target.double().numpy(), _group(cfg, b.series.numpy())[:, None], cfg.target)
+    got = np.concatenate([wd.scaler.inverse(b.target.double().numpy(), _group(cfg, b.series.numpy())[:, None],
+                                            cfg.target)
                           for b in wd.test.batches(256)])
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6 * np.abs(want).max())
 
