@@ -125,8 +125,8 @@ class TemporalFusionTransformer(nn.Module):
 
     def forward(self, batch:Batch) -> TFTOutput:
         c = self.config
-        (B, Te, _), Td = batch.encoder.shape, batch.decoder.shape[1]
         _check_batch(batch, c)
+        Te = batch.encoder.shape[1]                                                 # B, Te, Td: as in the comments
         ctx = self.static(batch.static)                                             # 4 x (B, H), (B, S)
         emb_e = self.encoder_embedding(batch.encoder)                               # (B, Te, Ve, H)
         emb_d = self.decoder_embedding(batch.decoder)                               # (B, Td, Vd, H)
