@@ -9,15 +9,16 @@ from typing import Callable
 import numpy as np
 
 # %% auto #0
-__all__ = ['as_argument', 'UsageError', 'SettingError', 'check_ints', 'check_fields', 'one_of', 'check_choice', 'listed']
+__all__ = ['as_argument', 'SpeltMessage', 'UsageError', 'SettingError', 'check_ints', 'check_fields', 'one_of', 'check_choice',
+           'listed']
 
 # %% ../nbs/00_checks.ipynb #bff77689
 def as_argument(name: str, *value) -> str:
     "A setting as Python spells it: `learning_rate`, or with a value, `resume='last'`."
     return f"{name}={value[0]!r}" if value else name
 
-class UsageError(ValueError):
-    "The user's input can't be used; the message names settings through a speller (see `as_argument`)."
+class SpeltMessage:
+    "An exception's message that names settings through a speller: `str(e)` spells them as Python does."
     def __init__(self, msg: str | Callable[[Callable], str]):
         self.say = msg if callable(msg) else lambda spell: msg
         super().__init__(self.say(as_argument))
@@ -25,6 +26,9 @@ class UsageError(ValueError):
         "The message with each setting spelt by `spell(name, *value)`."
         return self.say(spell)
     def __reduce__(self): return (type(self), (str(self),))   # picklable: the text as Python spells it
+
+class UsageError(SpeltMessage, ValueError):
+    "The user's input can't be used; the message names the settings, files or fields at fault."
 
 class SettingError(UsageError):
     "A setting (an argument, a config field, a flag) has a value that can't be used."

@@ -11,7 +11,7 @@ import pandas as pd, torch
 from fastcore.docments import docments
 from .checks import SettingError, UsageError
 from .data import read_ohlcv, load_sample, bar_spacing, DATA_NAMES
-from .windows import DataConfig, DataSpec, PRESETS, WindowData, make_windows
+from .windows import DataConfig, DataSpec, PRESETS, WindowData, empty_split_reason, make_windows
 from .model import TFTConfig, TemporalFusionTransformer
 from .evaluate import infer, test_metrics
 from .train import TrainConfig
@@ -19,7 +19,7 @@ from .checkpoint import atomic_write
 from .run_folder import RunInterrupted, run_files
 from .device import resolve_device, build_model
 from .fit import FitResult, fit, visible_log
-from .forecast import empty_split_reason, forecast
+from .forecast import forecast
 
 # %% auto #0
 __all__ = ['ALIASES', 'data_sized', 'setting_entries', 'add_setting', 'command_parser', 'read_flags', 'flag_speller', 'load_bars',

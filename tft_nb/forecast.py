@@ -6,11 +6,10 @@
 from __future__ import annotations
 import logging
 from dataclasses import replace
-from typing import Callable
 import numpy as np, pandas as pd, torch
 from .checks import SettingError, check_choice
 from .data import DataError, load_sample, bar_spacing
-from .windows import DataConfig, Scaler, Windows, WindowData, make_windows, split_dates
+from .windows import DataConfig, Scaler, Windows, WindowData, empty_split_reason, make_windows
 from .model import TFTConfig, TemporalFusionTransformer
 from .checkpoint import load_checkpoint, CheckpointError
 from .device import resolve_device
@@ -18,8 +17,7 @@ from .evaluate import predict, original_units
 from .trading_calendar import future_times
 
 # %% auto #0
-__all__ = ['checkpoint_data', 'load_model', 'spacing_mismatch', 'future_windows', 'empty_split_reason', 'split_windows',
-           'forecast_frame', 'forecast']
+__all__ = ['checkpoint_data', 'load_model', 'spacing_mismatch', 'future_windows', 'split_windows', 'forecast_frame', 'forecast']
 
 # %% ../nbs/16_forecast.ipynb #b9434c83
 def _spec_config(spec: dict) -> DataConfig:
@@ -92,21 +90,6 @@ def future_windows(bars: pd.DataFrame, side: dict, source: str = '<bars>') -> tu
     rows = torch.tensor(np.flatnonzero(last & (wd.features.time_idx.to_numpy() >= cfg.encoder_length - 1)))
     w = wd.train
     return wd, Windows(w.enc, w.dec, w.tgt, w.series, w.time_idx, rows, cfg.encoder_length, cfg.horizon)
-
-# %% ../nbs/16_forecast.ipynb #c5fd8cc2
-def empty_split_reason(wd: WindowData, cfg: DataConfig, split: str) -> Callable[[Callable], str] | None:
-    "Why `split` ('val' or 'test') of `wd` holds no window, as a function of a speller; None when it holds some."
-    if len(getattr(wd, split)): return None
-    val, test = split_dates(wd.features.ts_event, cfg)
-    start, end = (val, test) if split == 'val' else (test, None)
-    first, last = wd.features.ts_event.min(), wd.features.ts_event.max()
-    if end is not None and end <= start:
-        return lambda s: f"it is empty: it starts and ends at {start} ({s('val_start')} = {s('test_start')})"
-    if start > last: return lambda s: f"it starts at {start}, after the last bar ({last})"
-    if end is not None and end <= first: return lambda s: f"it ends at {end}, before these bars begin ({first})"
-    until = f' to {end}' if end is not None else ''
-    return lambda s: (f"from {start}{until} no symbol has a window of {cfg.encoder_length} + {cfg.horizon} bars "
-                      f"whose last {cfg.horizon} are in it")
 
 # %% ../nbs/16_forecast.ipynb #571ade2d
 def split_windows(bars: pd.DataFrame, side: dict, split: str, source: str = '<bars>') -> tuple[WindowData, Windows]:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, asdict
 from pathlib import Path
 import numpy as np, pandas as pd
 from fastcore.basics import patch
-from .checks import as_argument, listed
+from .checks import SpeltMessage, as_argument, listed
 from .data import bar_spacing
 from .windows import DataConfig, WindowData
 from .model import TFTConfig
@@ -63,14 +63,12 @@ def _earlier_run(folder: Path, overwrite: bool) -> list[Path]:
 # %% ../nbs/12_run_folder.ipynb #977cc443
 def _writable(folder: Path):
     "Check that `folder` can be made, or written if it exists, without making it."
-    near = next(p for p in [folder, *folder.parents] if p.exists())
-    why = None if near.is_dir() else 'Not a directory'
-    if why is None and not os.access(near, os.W_OK | os.X_OK): why = 'Permission denied'
-    if why is None and near == folder:
+    near = next(p for p in [folder, *folder.parents] if p.exists())    # the folder, or where it would be made
+    code = errno.ENOTDIR if not near.is_dir() else errno.EACCES if not os.access(near, os.W_OK | os.X_OK) else 0
+    if code == 0 and near == folder:
         try: tempfile.TemporaryFile(dir=folder).close()
-        except OSError as e: why = e.strerror
-    if why: raise OSError(errno.ENOTDIR if why == 'Not a directory' else errno.EACCES,
-                          f"cannot write checkpoints here ({why})", str(folder))
+        except OSError as e: code = e.errno
+    if code: raise OSError(code, f"cannot write checkpoints here ({os.strerror(code)})", str(folder))
 
 # %% ../nbs/12_run_folder.ipynb #e4b64a79
 RESUME_MAY_CHANGE = ('epochs', 'checkpoint_dir', 'checkpoint_frequency', 'device', 'bf16', 'verbose', 'overwrite',
@@ -185,7 +183,7 @@ class RunFolder:
     @classmethod
     def prepare(cls, cfg: TrainConfig, model_config: TFTConfig, data: dict, resume=None,
                 log: logging.Logger | None = None) -> RunFolder:
-        "Check `cfg.checkpoint_dir` for this run and the checkpoint `resume` names; writes nothing but the folder."
+        "Check `cfg.checkpoint_dir` for this run and the checkpoint `resume` names; writes nothing."
         path = Path(cfg.checkpoint_dir)
         resumed = open_resume(resume, cfg, model_config, data) if resume else None
         same = resumed is not None and resumed.stem.parent.resolve() == path.resolve()
@@ -197,7 +195,7 @@ class RunFolder:
 # %% ../nbs/12_run_folder.ipynb #a0302189
 @patch
 def _first_write(self: RunFolder):
-    "Make the folder, and remove the earlier run's files (`overwrite`): just before each write, done once."
+    "Before a write: make the folder, and remove the earlier run's files (`overwrite`) if not done yet."
     self.path.mkdir(parents=True, exist_ok=True)
     for p in self.earlier: p.unlink(missing_ok=True)
     if self.earlier: self.log.info(f"Removed {len(self.earlier)} file(s) of an earlier run from {self.path} "
@@ -226,7 +224,7 @@ def restore(self: RunFolder, state: TrainingState, epochs: int):
 @patch
 def save(self: RunFolder, state: TrainingState, improved: bool, last: bool):
     "Write the epoch's files, an interrupt held until they agree: metrics.csv, tft_epoch_NNN, tft_last, tft_best."
-    weights = {k: v.detach().clone() for k, v in state.model.state_dict().items()}
+    weights = state.model.state_dict()                                 # saved now; copied below if the best
     h, stop = state.history[-1], state.stopping
     info = dict(self.meta, epoch=state.epoch, global_step=state.step, train_loss=h['train_loss'],
                 val_loss=h['val_loss'], best_val_loss=stop.best, best_epoch=stop.best_epoch + 1,
@@ -239,15 +237,11 @@ def save(self: RunFolder, state: TrainingState, improved: bool, last: bool):
         if due: save_checkpoint(self.path / f'tft_epoch_{state.epoch:03d}', weights, {**info, **entries}, tensors)
         save_checkpoint(self.path / 'tft_last', weights, {**info, **entries}, tensors)
         if improved: save_checkpoint(self.path / 'tft_best', weights, info)   # after tft_last: it holds them too
-    if improved: self.best = weights
+    if improved: self.best = {k: v.detach().clone() for k, v in weights.items()}   # training moves on
 
 # %% ../nbs/12_run_folder.ipynb #bdd26f36
-class RunInterrupted(KeyboardInterrupt):
-    "An interrupted run (Ctrl-C, `SIGTERM`); the message says what its folder holds, spelt by `spelt(spell)`."
-    def __init__(self, say):
-        self.say = say
-        super().__init__(say(as_argument))
-    def spelt(self, spell) -> str: return self.say(spell)
+class RunInterrupted(SpeltMessage, KeyboardInterrupt):
+    "An interrupted run (Ctrl-C, `SIGTERM`); the message says what its folder holds."
 
 @patch
 @contextlib.contextmanager

@@ -5,7 +5,7 @@
 # %% ../nbs/02_windows.ipynb #cd051350
 from __future__ import annotations
 from dataclasses import dataclass, replace
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 import numpy as np, pandas as pd, torch
 from torch import Tensor
 from .checks import SettingError, check_fields, check_ints, listed, one_of
@@ -13,7 +13,7 @@ from .data import DataError, COLUMNS, PRICES, check_bars, normalize_columns, tid
 
 # %% auto #0
 __all__ = ['OBSERVED', 'CALENDAR', 'TARGETS', 'PRESETS', 'SPLITS', 'Batch', 'make_features', 'DataConfig', 'split_dates',
-           'assign_splits', 'Scaler', 'DataSpec', 'Windows', 'WindowData', 'make_windows']
+           'assign_splits', 'Scaler', 'DataSpec', 'Windows', 'WindowData', 'make_windows', 'empty_split_reason']
 
 # %% ../nbs/02_windows.ipynb #89c304c9
 class Batch(NamedTuple):
@@ -322,3 +322,18 @@ def make_windows(bars: pd.DataFrame, cfg: DataConfig = DataConfig(), scaler: Sca
     spec = DataSpec(list(cfg.encoder_vars), list(cfg.known), ['symbol'], [len(symbols)], symbols, cfg.target,
                     cfg.encoder_length, cfg.horizon)
     return WindowData(spec, scaler, f, **win)
+
+# %% ../nbs/02_windows.ipynb #80fedab0
+def empty_split_reason(wd: WindowData, cfg: DataConfig, split: str) -> Callable[[Callable], str] | None:
+    "Why `split` ('val' or 'test') of `wd` holds no window, as a function of a speller; None when it holds some."
+    if len(getattr(wd, split)): return None
+    val, test = split_dates(wd.features.ts_event, cfg)
+    start, end = (val, test) if split == 'val' else (test, None)
+    first, last = wd.features.ts_event.min(), wd.features.ts_event.max()
+    if end is not None and end <= start:
+        return lambda s: f"it is empty: it starts and ends at {start} ({s('val_start')} = {s('test_start')})"
+    if start > last: return lambda s: f"it starts at {start}, after the last bar ({last})"
+    if end is not None and end <= first: return lambda s: f"it ends at {end}, before these bars begin ({first})"
+    until = f' to {end}' if end is not None else ''
+    return lambda s: (f"from {start}{until} no symbol has a window of {cfg.encoder_length} + {cfg.horizon} bars "
+                      f"whose last {cfg.horizon} are in it")
