@@ -2,7 +2,7 @@
 import os, signal, subprocess, sys, textwrap
 import pytest, torch
 from safetensors.torch import load_file
-from tft_nb.checkpoint import save_checkpoint, load_checkpoint
+from tft_nb.checkpoint import save_checkpoint, load_checkpoint, tidy_leftovers
 import tft_nb.checkpoint as ckmod
 import procs
 
@@ -63,6 +63,12 @@ def test_kill_at_each_step_of_a_save(tmp_path, fn, nth, epoch):
     assert side['epoch'] == epoch and float(w['w'][0]) == float(ts['s'][0]) == epoch
     if (fn, nth) in [('replace', 2), ('replace', 3)]:   # between renames: new files under the old sidecar's final names
         assert any(f.name.endswith('.prev') for f in tmp_path.iterdir())
+    tidy_leftovers(tmp_path)                            # what a run does when it takes the folder: nothing hidden is left
+    assert sorted(os.listdir(tmp_path)) == ['tft_last.json', 'tft_last.safetensors', 'tft_last.train.safetensors']
+    w, side, ts = load_checkpoint(tmp_path / 'tft_last', train_state=True)
+    assert side['epoch'] == epoch and float(w['w'][0]) == float(ts['s'][0]) == epoch   # the same checkpoint, whole
+    if (fn, nth) in [('replace', 2), ('replace', 3)]:   # the old weights back under their own name, for any reader
+        assert float(load_file(str(tmp_path / 'tft_last.safetensors'))['w'][0]) == epoch
     save_checkpoint(tmp_path / 'tft_last', {'w': torch.full((1000,), 3.0)}, dict(epoch=3),
                     {'s': torch.full((10,), 3.0)})
     assert sorted(os.listdir(tmp_path)) == ['tft_last.json', 'tft_last.safetensors', 'tft_last.train.safetensors']

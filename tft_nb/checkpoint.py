@@ -4,17 +4,18 @@
 
 # %% ../nbs/11_checkpoint.ipynb #2acfb40c
 from __future__ import annotations
-import contextlib, glob, hashlib, json, math, os, platform, random, signal, threading, time
+import contextlib, glob, hashlib, json, math, os, platform, random, re, signal, threading, time
 from pathlib import Path
 import numpy as np, torch
 from torch import Tensor
 import safetensors, safetensors.torch
-from .checks import UsageError
-from .train import TrainingState
+from .checks import UsageError, listed
+from .train import EpochProgress, TrainingState, nonfinite
 
 # %% auto #0
-__all__ = ['RESUME_STATE', 'CheckpointError', 'checkpoint_stem', 'atomic_write', 'deferred_interrupt', 'versions',
-           'save_checkpoint', 'load_checkpoint', 'as_json', 'optimizer_state', 'load_optimizer_state', 'rng_state',
+__all__ = ['LEFTOVER', 'RESUME_STATE', 'CheckpointError', 'checkpoint_stem', 'atomic_write', 'replace_together', 'held_signals',
+           'deferred_interrupt', 'versions', 'checkpoint_files', 'save_checkpoint', 'load_checkpoint',
+           'weight_mismatch', 'tidy_leftovers', 'as_json', 'optimizer_state', 'load_optimizer_state', 'rng_state',
            'set_rng_state', 'resume_state', 'load_resume_state']
 
 # %% ../nbs/11_checkpoint.ipynb #bf488b00
@@ -90,7 +91,7 @@ def _drop_leftovers(real: Path):
 
 # %% ../nbs/11_checkpoint.ipynb #8ab3bc7b
 def _roll_back(temps: list, kept: dict, done: list, new: set):
-    "Undo a failed `_replace_together`: remove its temporaries, put old files back, remove new ones."
+    "Undo a failed `replace_together`: remove its temporaries, put old files back, remove new ones."
     for tmp, _ in temps:
         if os.path.exists(tmp): os.remove(tmp)
     for real in reversed(done):
@@ -104,7 +105,7 @@ def _roll_back(temps: list, kept: dict, done: list, new: set):
         if real not in done: os.remove(pv)
 
 # %% ../nbs/11_checkpoint.ipynb #4f685fbc
-def _replace_together(files: list[tuple[Path, bytes]]):
+def replace_together(files: list[tuple[Path, bytes]]):
     "Write `files` (path, bytes) so that a crash at any point leaves every file the last one (the sidecar) names."
     temps, kept, done, new = [], {}, [], set()
     try:
@@ -120,19 +121,27 @@ def _replace_together(files: list[tuple[Path, bytes]]):
     _fsync_dir(temps[-1][1].parent)
     for _, real in temps: _drop_leftovers(real)               # 4. the new files are the checkpoint
 
-# %% ../nbs/11_checkpoint.ipynb #7f0e9e99
+# %% ../nbs/11_checkpoint.ipynb #fa15c585
+@contextlib.contextmanager
+def held_signals(signals=(signal.SIGINT, signal.SIGTERM)):
+    "Record SIGINT and SIGTERM in the list the block gets instead of acting on them, until the block ends."
+    held = []
+    if threading.current_thread() is not threading.main_thread():   # only the main thread gets signals
+        yield held
+        return
+    old = {s: h for s in signals if (h := signal.getsignal(s)) is not None}   # None: set outside Python, kept
+    for s in old: signal.signal(s, lambda sig, frame: held.append(sig))
+    try: yield held
+    finally:
+        for s, h in old.items(): signal.signal(s, h)
+
 @contextlib.contextmanager
 def deferred_interrupt(signals=(signal.SIGINT, signal.SIGTERM)):
     "Hold Ctrl-C (SIGINT) and SIGTERM until the block ends, then deliver them: files written together stay together."
-    if threading.current_thread() is not threading.main_thread():   # only the main thread gets signals
-        yield
-        return
-    old = {s: h for s in signals if (h := signal.getsignal(s)) is not None}   # None: set outside Python, kept
     held = []
-    for s in old: signal.signal(s, lambda sig, frame: held.append(sig))
-    try: yield
+    try:
+        with held_signals(signals) as held: yield
     finally:
-        for s, h in old.items(): signal.signal(s, h)
         for s in dict.fromkeys(held): signal.raise_signal(s)   # handled as they would have been, once each
 
 # %% ../nbs/11_checkpoint.ipynb #d6e3e5d0
@@ -172,11 +181,13 @@ def versions() -> dict:
 def _digest(b: bytes) -> dict: return dict(size=len(b), sha256=hashlib.sha256(b).hexdigest())
 
 # %% ../nbs/11_checkpoint.ipynb #5d9a5776
-def save_checkpoint(stem, weights: dict[str, Tensor], meta: dict,
-                    train_state: dict[str, Tensor] | None = None) -> dict:
-    "Write `stem`.safetensors (+ .train.safetensors), then the .json sidecar; returns it. Crash-safe given hard links."
+def checkpoint_files(stem, weights: dict[str, Tensor], meta: dict,
+                     train_state: dict[str, Tensor] | None = None) -> tuple[dict, list[tuple[Path, bytes]]]:
+    "The sidecar of checkpoint `stem` and its files as (path, bytes), the sidecar last; writes nothing."
     stem = Path(stem)
     _sidecar_bytes(meta)                                  # a sidecar that can't be stored fails before any file changes
+    if bad := nonfinite(weights):
+        raise CheckpointError(f"{stem}: not saved: {len(bad)} weight tensor(s) hold NaN or infinity ({listed(bad, 3)})")
     tensors = {'weights': ('.safetensors', weights)}
     if train_state is not None: tensors['train_state'] = ('.train.safetensors', train_state)
     side, files = dict(meta, files={}, timestamp=time.strftime('%Y-%m-%dT%H:%M:%S%z'), versions=versions()), []
@@ -186,7 +197,13 @@ def save_checkpoint(stem, weights: dict[str, Tensor], meta: dict,
         files.append((p, b))
         side['files'][k] = dict(name=p.name, **_digest(b))
     files.append((stem.with_name(stem.name + '.json'), _sidecar_bytes(side)))
-    with deferred_interrupt(): _replace_together(files)   # Ctrl-C waits until the files agree
+    return side, files
+
+def save_checkpoint(stem, weights: dict[str, Tensor], meta: dict,
+                    train_state: dict[str, Tensor] | None = None) -> dict:
+    "Write `stem`.safetensors (+ .train.safetensors), then the .json sidecar; returns it. Crash-safe given hard links."
+    side, files = checkpoint_files(stem, weights, meta, train_state)
+    with deferred_interrupt(): replace_together(files)    # Ctrl-C waits until the files agree
     return side
 
 # %% ../nbs/11_checkpoint.ipynb #32377537
@@ -227,15 +244,24 @@ def _old_version(p: Path, want: dict) -> bytes | None:
     return None
 
 # %% ../nbs/11_checkpoint.ipynb #f71ebac3
-def _tensor_file(stem: Path, side_p: Path, k: str, f) -> dict:
-    "The tensors of the file that the sidecar's files entry `k` (= `f`) names, checked against its digest."
+def _file_named(stem: Path, side_p: Path, k: str, f) -> Path:
+    "The file that the sidecar's files entry `k` (= `f`) names, beside the sidecar."
     if not isinstance(f, dict) or not {'name', 'size', 'sha256'} <= f.keys():   # a sidecar edited by hand
         raise CheckpointError(f"{side_p}: its files entry {k!r} is malformed (expected name, size and sha256, "
                               "as save_checkpoint writes)")
-    p = stem.with_name(f['name'])
+    name = f['name']
+    if not isinstance(name, str) or not re.fullmatch(r'[^/\\.][^/\\]*\.safetensors', name):
+        raise CheckpointError(f"{side_p}: its files entry {k!r} names {name!r}, not a .safetensors file beside the "
+                              f"sidecar (such as {stem.name}.safetensors)")
+    return stem.with_name(name)
+
+def _tensor_file(stem: Path, side_p: Path, k: str, f) -> dict:
+    "The tensors of the file that the sidecar's files entry `k` (= `f`) names, checked against its digest."
+    p = _file_named(stem, side_p, k, f)
     if not p.is_file(): raise CheckpointError(f"{p}: missing; the sidecar {side_p.name} lists it")
     b, want = p.read_bytes(), dict(size=f['size'], sha256=f['sha256'])
     if _digest(b) != want: b = _old_version(p, want)
+    if b is None and _digest(b := p.read_bytes()) != want: b = None   # a tidy-up put the kept version back meanwhile
     if b is None:
         raise CheckpointError(f"{p}: does not match its sidecar {side_p.name} (size {p.stat().st_size}, "
                               f"expected {f['size']}, or different content); the checkpoint is incomplete")
@@ -254,6 +280,11 @@ def _tensor_files(stem: Path, side_p: Path, side: dict, train_state: bool) -> di
             raise CheckpointError(f"{side_p}: the checkpoint holds weights only, no training state to resume from "
                                   "(tft_best is such a checkpoint): resume from the run's tft_last or a tft_epoch_NNN")
         out[k] = _tensor_file(stem, side_p, k, side['files'][k])
+    if bad := nonfinite(out['weights']):
+        p = stem.with_name(side['files']['weights']['name'])
+        raise CheckpointError(f"{p}: {len(bad)} of {len(out['weights'])} weight tensors hold NaN or infinity "
+                              f"({listed(bad, 3)}): the run had diverged; use an earlier checkpoint of it, such as its "
+                              "tft_best")
     return out
 
 # %% ../nbs/11_checkpoint.ipynb #91cdd5b3
@@ -269,6 +300,47 @@ def load_checkpoint(path, train_state: bool = False) -> tuple[dict, dict, dict |
         text, side = _sidecar(side_p)                                  # that save's checkpoint
         out = _tensor_files(stem, side_p, side, train_state)
     return out['weights'], side, out.get('train_state')
+
+# %% ../nbs/11_checkpoint.ipynb #25d6b4fd
+def weight_mismatch(weights: dict[str, Tensor], expected: dict[str, Tensor]) -> str | None:
+    "How `weights` differ from the state dict `expected` in names or shapes, in a few words, or None if they fit."
+    shapes = [f"{k} {tuple(weights[k].shape)} for {tuple(v.shape)}" for k, v in expected.items()
+              if k in weights and weights[k].shape != v.shape]
+    missing, extra = [k for k in expected if k not in weights], [k for k in weights if k not in expected]
+    parts = [f"{len(x)} {what} ({listed(x, 2)})" for x, what in
+             ((shapes, 'of another shape'), (missing, 'missing'), (extra, 'not in the model')) if x]
+    return f"of {len(expected)} tensors, {', '.join(parts)}" if parts else None
+
+# %% ../nbs/11_checkpoint.ipynb #7f0e9e99
+LEFTOVER = re.compile(r'\.(.+)\.[0-9a-f]{12}\.(tmp|prev)')   # what saves name their temporaries and second names
+
+def _named_digests(folder: Path) -> dict[str, dict]:
+    "File name -> the digest that a sidecar in `folder` records for it."
+    out = {}
+    for side_p in sorted(folder.glob('*.json')):
+        try: side = json.loads(side_p.read_text())
+        except (OSError, ValueError): continue
+        files = side.get('files') if isinstance(side, dict) else None
+        for f in files.values() if isinstance(files, dict) else []:
+            if isinstance(f, dict) and {'name', 'size', 'sha256'} <= f.keys():
+                out[str(f['name'])] = dict(size=f['size'], sha256=f['sha256'])
+    return out
+
+def tidy_leftovers(folder) -> list[str]:
+    "Put back the kept versions that sidecars in `folder` still name and remove other leftovers; returns their names."
+    folder, done = Path(folder), []
+    found = sorted(q for q in folder.glob('.*') if LEFTOVER.fullmatch(q.name) and q.is_file())
+    if not found: return done
+    wanted = _named_digests(folder)
+    for q in found:
+        real = folder / LEFTOVER.fullmatch(q.name)[1]
+        want = wanted.get(real.name)
+        if (q.suffix == '.prev' and want and (not real.is_file() or _digest(real.read_bytes()) != want)
+                and _digest(q.read_bytes()) == want): os.replace(q, real)
+        else: q.unlink(missing_ok=True)
+        done.append(q.name)
+    _fsync_dir(folder)
+    return done
 
 # %% ../nbs/11_checkpoint.ipynb #00559fe2
 def as_json(d: dict) -> dict:
@@ -333,7 +405,9 @@ def resume_state(state: TrainingState) -> tuple[dict, dict]:
     schedule = state.schedule.state_dict() if state.schedule is not None else None
     entries = dict(epoch=state.epoch, global_step=state.step, history=state.history, optimizer=opt_rest,
                    scheduler=schedule, early_stopping=state.stopping.state_dict(), rng=rng_rest)
-    return {**opt_t, **rng_t}, entries
+    if (p := state.partial) is None: return {**opt_t, **rng_t}, entries
+    partial_t = {'partial.order': p.order, 'partial.loss_sum': p.loss_sum, 'partial.norms': p.norms}
+    return {**opt_t, **rng_t, **partial_t}, dict(entries, partial=dict(steps=p.steps, seconds=p.seconds))
 
 # %% ../nbs/11_checkpoint.ipynb #93193b6d
 def load_resume_state(state: TrainingState, weights: dict, tensors: dict, side: dict):
@@ -344,3 +418,6 @@ def load_resume_state(state: TrainingState, weights: dict, tensors: dict, side: 
     state.stopping.load_state_dict(side['early_stopping'])
     set_rng_state(state.order, tensors, side['rng'])
     state.epoch, state.step, state.history = side['epoch'], side['global_step'], side['history']
+    p = side.get('partial')
+    state.partial = p and EpochProgress(tensors['partial.order'], p['steps'], tensors['partial.loss_sum'],
+                                        tensors['partial.norms'], p['seconds'])

@@ -4,7 +4,7 @@
 
 # %% ../nbs/17_cli.ipynb #bc0eceb5
 from __future__ import annotations
-import argparse, inspect, logging, sys
+import argparse, inspect, logging, signal, sys
 from dataclasses import asdict, fields
 from pathlib import Path
 import pandas as pd, torch
@@ -14,7 +14,7 @@ from .data import read_ohlcv, load_sample, bar_spacing, DATA_NAMES
 from .windows import DataConfig, DataSpec, PRESETS, WindowData, empty_split_reason, make_windows
 from .model import TFTConfig, TemporalFusionTransformer
 from .evaluate import infer, test_metrics
-from .train import TrainConfig
+from .train import TrainConfig, Diverged
 from .checkpoint import atomic_write
 from .run_folder import RunInterrupted, run_files
 from .device import resolve_device, build_model
@@ -180,7 +180,10 @@ def tft_train(data: str | None = None,    # DBN/CSV/Parquet file or folder of ba
         torch.manual_seed(cfg.seed)                                             # the model's first weights
         model = build_model(TFTConfig(**wd.spec.model_sizes(), **model_kw), resolve_device(cfg.device))
         result = fit(model, wd, cfg, dcfg, resume, log, source=source)
-        return result, report(model, wd, log)
+        try: return result, report(model, wd, log)
+        except KeyboardInterrupt as e:                                      # the run is whole; its report is not
+            raise RunInterrupted(f"training finished; {result.checkpoint_dir} holds the run, whose test report was cut "
+                                 "short", getattr(e, 'signum', signal.SIGINT)) from None
 
 # %% ../nbs/17_cli.ipynb #bbb10571
 def output_clash(output, data, checkpoint) -> str | None:
@@ -221,17 +224,22 @@ def tft_predict(checkpoint: str = 'checkpoints/tft_best', # checkpoint stem or f
         return out
 
 # %% ../nbs/17_cli.ipynb #71adf679
+def _terminated(sig, frame): raise RunInterrupted('nothing was written', sig)   # SIGTERM, as Ctrl-C is
+
 def run_command(func, parser: argparse.ArgumentParser, argv=None, aliases: dict = {}):
-    "Run `func` with the flags of `argv`: a user's error is one line and exit status 2, Ctrl-C one line and 130."
+    "Run `func` with the flags of `argv`: one line for an error (status 2), a failed run (1), an interrupt (130, 143)."
     prog, spell = parser.prog, flag_speller(parser)
     logging.basicConfig(level=logging.INFO, format='%(message)s', stream=sys.stderr)
+    term = signal.signal(signal.SIGTERM, _terminated)
     try: return func(**read_flags(parser, argv, aliases))
     except UsageError as e: msg, code = f"error: {e.spelt(spell)}", 2
+    except Diverged as e: msg, code = f"error: {e.spelt(spell)}", 1
     except ValueError as e: msg, code = f"error: {e}", 2
     except OSError as e: msg, code = f"error: {e.filename + ': ' if e.filename else ''}{e.strerror or e}", 2
     except KeyboardInterrupt as e:
         left = e.spelt(spell) if isinstance(e, RunInterrupted) else 'nothing was written'
-        msg, code = f"interrupted; {left}", 130
+        msg, code = f"interrupted; {left}", 128 + getattr(e, 'signum', signal.SIGINT)
+    finally: signal.signal(signal.SIGTERM, term)
     print(f"{prog}: {msg}", file=sys.stderr)
     sys.exit(code)
 

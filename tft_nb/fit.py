@@ -4,7 +4,7 @@
 
 # %% ../nbs/14_fit.ipynb #d58767a0
 from __future__ import annotations
-import contextlib, logging, math, sys, time, warnings
+import contextlib, itertools, logging, math, signal, sys, time, warnings
 from dataclasses import dataclass, asdict
 from pathlib import Path
 import pandas as pd, torch
@@ -12,14 +12,15 @@ from .checks import SettingError
 from .windows import Windows, WindowData, DataConfig
 from .model import TemporalFusionTransformer
 from .evaluate import check_series, evaluate_loss
-from .train import (TrainConfig, TrainingState, GradNormStats, HISTORY_COLUMNS, check_gradients, check_grad_norms,
-                          train_step)
-from .run_folder import RunFolder, run_data
+from .train import (TrainConfig, TrainingState, EpochProgress, GradNormStats, HISTORY_COLUMNS, Diverged,
+                          check_gradients, check_grad_norms, divergence, train_step)
+from .checkpoint import held_signals
+from .run_folder import RunFolder, RunInterrupted, run_data
 from .device import resolve_device, check_batch_fits
 
 # %% auto #0
-__all__ = ['in_notebook', 'progress_bar', 'visible_log', 'chunked', 'train_epoch', 'check_training_data', 'log_epoch',
-           'FitResult', 'finish', 'log_configuration', 'fit']
+__all__ = ['in_notebook', 'progress_bar', 'visible_log', 'chunked', 'epoch_steps', 'train_epoch', 'check_training_data',
+           'log_epoch', 'FitResult', 'finish', 'log_configuration', 'run_epoch', 'fit']
 
 # %% ../nbs/14_fit.ipynb #d036a94e
 def in_notebook() -> bool:
@@ -65,25 +66,38 @@ def chunked(it, k: int):
             group = []
     if group: yield group
 
+def epoch_steps(n_windows: int, cfg: TrainConfig) -> int:
+    "Optimizer steps in an epoch over `n_windows` training windows."
+    return math.ceil(math.ceil(n_windows / cfg.batch_size) / cfg.accumulate_grad_batches)
+
 def train_epoch(state: TrainingState, windows: Windows, cfg: TrainConfig, autocast: bool = False,
-                progress: bool | None = None, log: logging.Logger | None = None) -> tuple[float, dict]:
+                progress: bool | None = None, log: logging.Logger | None = None, stop=None) -> tuple[float, dict]:
     "One pass over `windows` in a new order, a step per `accumulate_grad_batches` batches: (mean loss, norms)."
     log = log or logging.getLogger('tft_nb')
     state.model.train()
-    n_batches = math.ceil(len(windows) / cfg.batch_size)
+    n_batches, p, device = math.ceil(len(windows) / cfg.batch_size), state.partial, windows.rows.device
+    if p is not None: state.order.set_state(p.order)                  # the stopped epoch's permutation, drawn again
+    order = state.order.get_state()
     batches = windows.batches(cfg.batch_size, shuffle=True, generator=state.order)
-    norms, loss_sum = GradNormStats(), 0.0
+    norms = GradNormStats(norms=None if p is None else p.norms.to(device))
+    loss_sum, done = (0.0, 0) if p is None else (p.loss_sum.to(device), p.steps)
+    state.partial = None
     bar = progress_bar(batches, n_batches, f'epoch {state.epoch + 1}/{cfg.epochs}', progress)
-    for i, micro in enumerate(chunked(bar, cfg.accumulate_grad_batches)):
+    steps = itertools.islice(chunked(bar, cfg.accumulate_grad_batches), done, None)   # those done: skipped
+    for i, micro in enumerate(steps, start=done):
         loss, norm = train_step(state.model, state.opt, micro, cfg.grad_clip, autocast)
         if i == 0: check_gradients(state.model)
         state.step += 1
         norms.update(norm)
         loss_sum = loss_sum + loss * len(micro)
         if cfg.verbose: log.info(f"step {state.step}: loss {loss.item():.6f}, grad norm {norm.item():.4g}")
+        if stop is not None and i + 1 < epoch_steps(len(windows), cfg) and stop():
+            state.partial = EpochProgress(order, i + 1, loss_sum.detach(), norms.values(), 0.0)
+            break
     summary = norms.summary()
-    check_grad_norms(summary, log, state.epoch + 1)
-    return float(loss_sum) / n_batches, summary
+    if state.partial is None: check_grad_norms(summary, log, state.epoch + 1)
+    seen = n_batches if state.partial is None else state.partial.steps * cfg.accumulate_grad_batches
+    return float(loss_sum) / seen, summary
 
 # %% ../nbs/14_fit.ipynb #7b33930e
 def check_training_data(model, data: WindowData):
@@ -134,6 +148,38 @@ def log_configuration(log: logging.Logger, source: str | None, data: WindowData,
         for k, v in settings.items(): log.info(f'  {k}: {v}')
 
 # %% ../nbs/14_fit.ipynb #e42adc9c
+def _stopped(signals: list, where: str, folder: RunFolder) -> RunInterrupted:
+    "The error that ends a run stopped by the first of `signals`, `where` it stopped."
+    sig = signals[0]
+    return RunInterrupted(lambda s: f"{signal.Signals(sig).name} {where}; {folder.note(s)}", sig)
+
+def _diverged(state: TrainingState, why: str, folder: RunFolder) -> Diverged:
+    "The error that ends a run that diverged in the epoch under way: `why`, and what the folder kept."
+    e, held = state.epoch + 1, folder.holds()
+    kept = f"{folder.path / 'tft_last'} holds {held}" if held else "no checkpoint of this run was written"
+    return Diverged(lambda s: f"training diverged in epoch {e}: {why}; nothing of epoch {e} was saved ({kept}); lower "
+                              f"{s('learning_rate')} or set {s('grad_clip')}, then start the run afresh")
+
+def run_epoch(state: TrainingState, data: WindowData, cfg: TrainConfig, folder: RunFolder, signals: list,
+              autocast: bool = False, progress: bool | None = None, log: logging.Logger | None = None):
+    "Train, validate, log and save one epoch; stop, saved, at the step after a signal; fail if it diverged."
+    log = log or logging.getLogger('tft_nb')
+    t0 = time.perf_counter() - (state.partial.seconds if state.partial else 0.0)
+    train_loss, norms = train_epoch(state, data.train, cfg, autocast, progress, log, stop=lambda: bool(signals))
+    losses = dict(train_loss=train_loss)
+    if state.partial is None: losses['val_loss'] = evaluate_loss(state.model, data.val, autocast=autocast)
+    if why := divergence(state.model, norms, **losses): raise _diverged(state, why, folder)
+    if state.partial is not None:                                    # stopped inside the epoch: its place saved
+        state.partial.seconds = time.perf_counter() - t0
+        folder.save(state)
+        where = f"at step {state.partial.steps} of {epoch_steps(len(data.train), cfg)} of epoch {state.epoch + 1}"
+        raise _stopped(signals, where, folder)
+    improved, verdict = state.end_epoch(train_loss, losses['val_loss'], norms, time.perf_counter() - t0)
+    log_epoch(log, state, verdict, cfg.epochs)
+    folder.save(state, improved, last=state.stopping.stopped or state.epoch == cfg.epochs)
+    if signals: raise _stopped(signals, f"after epoch {state.epoch}", folder)
+
+# %% ../nbs/14_fit.ipynb #431bbcbb
 def fit(model: TemporalFusionTransformer, data: WindowData, cfg: TrainConfig = TrainConfig(),
         data_config: DataConfig | None = None, resume: str | None = None, log: logging.Logger | None = None,
         progress: bool | None = None, optimizer: torch.optim.Optimizer | None = None,
@@ -142,22 +188,17 @@ def fit(model: TemporalFusionTransformer, data: WindowData, cfg: TrainConfig = T
     log = log or logging.getLogger('tft_nb')
     with visible_log(log):
         check_training_data(model, data)
-        folder = RunFolder.prepare(cfg, model.config, run_data(data, data_config), resume, log)
         device = resolve_device(cfg.device)
         check_batch_fits(model, data.train, cfg.batch_size, device)
-        log_configuration(log, source, data, data_config, model.config, cfg)
-        model.to(device)
-        data, autocast = data.to(device), cfg.bf16 and device.type == 'cuda'
-        state = TrainingState.begin(model, cfg, optimizer)           # seeded; the optimizer checked
-        with folder.interrupts():                                    # Ctrl-C: a line on what the folder holds
-            folder.restore(state, cfg.epochs)
-            n = sum(p.numel() for p in model.parameters())
-            log.info(f"Model: {n:,} parameters on {device}, {'bf16 autocast' if autocast else 'fp32'}")
-            while state.epoch < cfg.epochs and not state.stopping.stopped:
-                t0 = time.perf_counter()
-                train_loss, norms = train_epoch(state, data.train, cfg, autocast, progress, log)
-                val_loss = evaluate_loss(model, data.val, autocast=autocast)
-                improved, verdict = state.end_epoch(train_loss, val_loss, norms, time.perf_counter() - t0)
-                log_epoch(log, state, verdict, cfg.epochs)
-                folder.save(state, improved, last=state.stopping.stopped or state.epoch == cfg.epochs)
-        return finish(state, folder, cfg, log)
+        with RunFolder.prepare(cfg, model, run_data(data, data_config), resume, log) as folder:   # locked until done
+            log_configuration(log, source, data, data_config, model.config, cfg)
+            model.to(device)
+            data, autocast = data.to(device), cfg.bf16 and device.type == 'cuda'
+            state = TrainingState.begin(model, cfg, optimizer)       # seeded; the optimizer checked
+            with folder.interrupts(), held_signals() as signals:      # Ctrl-C, SIGTERM: stop after the step, saved
+                folder.restore(state, cfg.epochs)
+                n = sum(p.numel() for p in model.parameters())
+                log.info(f"Model: {n:,} parameters on {device}, {'bf16 autocast' if autocast else 'fp32'}")
+                while state.epoch < cfg.epochs and not state.stopping.stopped:
+                    run_epoch(state, data, cfg, folder, signals, autocast, progress, log)
+            return finish(state, folder, cfg, log)

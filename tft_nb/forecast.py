@@ -11,7 +11,7 @@ from .checks import SettingError, check_choice
 from .data import DataError, load_sample, bar_spacing
 from .windows import DataConfig, Scaler, Windows, WindowData, empty_split_reason, make_windows
 from .model import TFTConfig, TemporalFusionTransformer
-from .checkpoint import load_checkpoint, CheckpointError
+from .checkpoint import load_checkpoint, CheckpointError, weight_mismatch
 from .device import resolve_device
 from .evaluate import predict, original_units
 from .trading_calendar import future_times
@@ -47,12 +47,12 @@ def load_model(path) -> tuple[TemporalFusionTransformer, dict]:
     if missing := [k for k in ('model_config', 'data') if k not in side]:
         raise CheckpointError(f"{path}: its sidecar has no {' or '.join(missing)} entry; "
                               "it was not written by tft_train or fit")
-    try:
-        model = TemporalFusionTransformer(TFTConfig.from_dict(side['model_config']))
-        model.load_state_dict(weights)
-    except (TypeError, ValueError, RuntimeError) as e:
-        raise CheckpointError(f"{path}: the sidecar's model_config does not describe its weights "
-                              f"({str(e).splitlines()[0]})") from None
+    try: model = TemporalFusionTransformer(TFTConfig.from_dict(side['model_config']))
+    except (AttributeError, TypeError, ValueError) as e:
+        raise CheckpointError(f"{path}: its sidecar's model_config is malformed ({str(e).splitlines()[0]})") from None
+    if why := weight_mismatch(weights, model.state_dict()):
+        raise CheckpointError(f"{path}: the sidecar's model_config does not describe its weights ({why})")
+    model.load_state_dict(weights)
     checkpoint_data(side, path)                          # a malformed data entry fails here, before data is read
     return model.eval(), side
 
@@ -128,6 +128,15 @@ def _trained_only(bars: pd.DataFrame, trained: list, source: str, log: logging.L
         kept = kept.assign(symbol=kept.symbol.cat.remove_unused_categories())
     return kept
 
+# %% ../nbs/16_forecast.ipynb #2100bb5d
+def _nonfinite_rows(out: pd.DataFrame, quantiles) -> str | None:
+    "What is wrong with the forecasts `out` whose quantile columns hold NaN or infinity, or None."
+    bad = ~np.isfinite(out[[f'q{x:g}' for x in quantiles]].to_numpy()).all(axis=1)
+    if not bad.any(): return None
+    first = out[bad].iloc[0]
+    return (f"{bad.sum()} of {len(out)} forecasts are not finite (the first: {first.symbol}, step {first.step} from "
+            f"{first.origin}): the inputs of those windows hold values the model cannot use")
+
 # %% ../nbs/16_forecast.ipynb #5787e4d1
 def forecast(checkpoint, bars: pd.DataFrame | None = None, split: str = 'future', batch_size: int = 256,
              device: str = 'auto', source: str | None = None, log: logging.Logger | None = None) -> pd.DataFrame:
@@ -145,6 +154,7 @@ def forecast(checkpoint, bars: pd.DataFrame | None = None, split: str = 'future'
     if split == 'future': data, windows = future_windows(bars, side, source)
     else: data, windows = split_windows(bars, side, split, source)
     out = forecast_frame(model, data, windows, batch_size)
+    if bad := _nonfinite_rows(out, model.config.quantiles): raise DataError(f"{source}: {bad}")
     if skipped := sorted(set(bars.symbol.astype(str)) - set(out.symbol.astype(str))):
         why = (f"fewer bars than one window needs (encoder_length {cfg.encoder_length} after the first return)"
                if split == 'future' else f"no {split} windows")

@@ -4,7 +4,7 @@
 
 # %% ../nbs/12_run_folder.ipynb #b13faa0c
 from __future__ import annotations
-import contextlib, csv, errno, io, json, logging, os, tempfile
+import contextlib, csv, errno, io, json, logging, math, os, signal, socket, sys, tempfile, time, uuid
 from dataclasses import dataclass, asdict
 from pathlib import Path
 import numpy as np, pandas as pd
@@ -13,13 +13,16 @@ from .checks import SpeltMessage, as_argument, listed
 from .data import bar_spacing
 from .windows import DataConfig, WindowData
 from .model import TFTConfig
-from .train import TrainConfig, TrainingState, EarlyStopping, HISTORY_COLUMNS
-from .checkpoint import (CheckpointError, RESUME_STATE, as_json, atomic_write, checkpoint_stem, deferred_interrupt,
-                               load_checkpoint, load_resume_state, resume_state, save_checkpoint)
+from .train import TrainConfig, TrainingState, EarlyStopping, HISTORY_COLUMNS, learning_rate
+from .checkpoint import (CheckpointError, RESUME_STATE, as_json, checkpoint_files, checkpoint_stem,
+                               deferred_interrupt, load_checkpoint, load_resume_state, replace_together, resume_state,
+                               tidy_leftovers, weight_mismatch)
+try: import fcntl
+except ImportError: fcntl = None                                         # Windows: no folder lock, see below
 
 # %% auto #0
-__all__ = ['RESUME_MAY_CHANGE', 'SIDECAR_OF_RESUME', 'run_data', 'run_files', 'write_metrics', 'resume_stem', 'Resumed',
-           'open_resume', 'RunFolder', 'RunInterrupted']
+__all__ = ['LOCK_NAME', 'RESUME_MAY_CHANGE', 'SIDECAR_OF_RESUME', 'run_data', 'run_files', 'metrics_csv', 'FolderLock',
+           'resume_stem', 'Resumed', 'open_resume', 'RunFolder', 'RunInterrupted']
 
 # %% ../nbs/12_run_folder.ipynb #e199f2e4
 def run_data(data: WindowData, data_config: DataConfig | None = None) -> dict:
@@ -38,19 +41,17 @@ def run_files(folder) -> list[Path]:
     tft = sorted(p for p in folder.glob('tft_*') if p.suffix in ('.safetensors', '.json'))
     return tft + [p for p in [folder / 'metrics.csv'] if p.exists()]
 
-def write_metrics(path: Path, history: list[dict]):
-    "Write the per-epoch `history` to the CSV file `path`, atomically."
+def metrics_csv(history: list[dict]) -> bytes:
+    "The per-epoch `history` as the text of metrics.csv."
     buf = io.StringIO()
     w = csv.DictWriter(buf, HISTORY_COLUMNS)
     w.writeheader()
     w.writerows(history)
-    atomic_write(path, buf.getvalue().encode())
+    return buf.getvalue().encode()
 
 # %% ../nbs/12_run_folder.ipynb #463ea873
 def _earlier_run(folder: Path, overwrite: bool) -> list[Path]:
     "The earlier run's files in `folder`, which this run will replace; an error unless `overwrite`."
-    if folder.exists() and not folder.is_dir():
-        raise CheckpointError(lambda s: f"{s('checkpoint_dir')} {folder} exists and is not a folder")
     old = run_files(folder) if folder.is_dir() else []
     if old and not overwrite:
         files = listed([p.name for p in old], 3)
@@ -59,6 +60,21 @@ def _earlier_run(folder: Path, overwrite: bool) -> list[Path]:
         raise CheckpointError(lambda s: f"{s('checkpoint_dir')} {folder} already holds a training run ({files}){how(s)}"
                                         f"replace it ({s('overwrite', True)}) or choose another {s('checkpoint_dir')}")
     return old
+
+def _other_runs(folder: Path, run_id: str, overwrite: bool) -> list[Path]:
+    "The checkpoint files in `folder` of runs other than `run_id`, which a resume there replaces only if `overwrite`."
+    other = []
+    for side_p in sorted(folder.glob('tft_*.json')):
+        try: owner = json.loads(side_p.read_text()).get('run_id')
+        except (OSError, ValueError, AttributeError): owner = None
+        if owner != run_id: other += [q for q in run_files(folder) if checkpoint_stem(q) == checkpoint_stem(side_p)]
+    if other and not overwrite:
+        files = listed([q.name for q in other], 3)
+        raise CheckpointError(lambda s: f"cannot resume in {folder}: it also holds checkpoints of another run "
+                                        f"({files}), which this run would mix with its own: remove them, resume with "
+                                        f"{s('overwrite', True)} to replace them, or into another "
+                                        f"{s('checkpoint_dir')}")
+    return other
 
 # %% ../nbs/12_run_folder.ipynb #977cc443
 def _writable(folder: Path):
@@ -69,6 +85,62 @@ def _writable(folder: Path):
         try: tempfile.TemporaryFile(dir=folder).close()
         except OSError as e: code = e.errno
     if code: raise OSError(code, f"cannot write checkpoints here ({os.strerror(code)})", str(folder))
+
+# %% ../nbs/12_run_folder.ipynb #314e6b5e
+LOCK_NAME = '.tft_run.lock'
+
+def _holder(path: Path) -> str:
+    "Who holds the lock file `path`, as its holder wrote it."
+    try: h = json.loads(path.read_text())
+    except (OSError, ValueError): h = None
+    if not isinstance(h, dict) or not {'pid', 'host', 'started', 'command'} <= h.keys(): return 'another process'
+    return f"process {h['pid']} on {h['host']}, started {h['started']}: {h['command']}"
+
+def _lock_fd(path: Path) -> int | None:
+    "A descriptor of the file `path`, locked for this process, or None when another process holds the lock."
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try: fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return None
+        with contextlib.suppress(FileNotFoundError):
+            if os.stat(path).st_ino == os.fstat(fd).st_ino: return fd
+        os.close(fd)                                                     # removed by a release meanwhile: again
+
+class FolderLock:
+    "The exclusive lock of a run folder, held by one process; the system releases it if the process dies."
+    def __init__(self, folder: Path, fd: int | None, made: list[Path]):
+        self.folder, self.fd, self.made = folder, fd, made
+
+    @classmethod
+    def take(cls, folder: Path, log: logging.Logger) -> FolderLock:
+        "Make `folder` if needed and lock it, or raise a `CheckpointError` that names the holder."
+        made = [p for p in [folder, *folder.parents] if not p.exists()][::-1]
+        folder.mkdir(parents=True, exist_ok=True)
+        if fcntl is None:
+            log.warning(f"no folder lock on this system: do not start another run in {folder} while this one runs")
+            return cls(folder, None, made)
+        path = folder / LOCK_NAME
+        if (fd := _lock_fd(path)) is None:
+            raise CheckpointError(lambda s: f"{s('checkpoint_dir')} {folder} is in use by another training run "
+                                            f"({_holder(path)}): wait for it to end, or choose another "
+                                            f"{s('checkpoint_dir')}")
+        me = dict(pid=os.getpid(), host=socket.gethostname(), started=time.strftime('%Y-%m-%dT%H:%M:%S%z'),
+                  command=' '.join([Path(sys.argv[0]).name, *sys.argv[1:]]))
+        os.ftruncate(fd, 0)
+        os.write(fd, json.dumps(me).encode())
+        return cls(folder, fd, made)
+
+    def release(self):
+        "Unlock, and remove the lock file and the folders `take` made that stayed empty."
+        if self.fd is not None:
+            (self.folder / LOCK_NAME).unlink(missing_ok=True)         # while held: no one else can be using it
+            os.close(self.fd)
+            self.fd = None
+        for p in reversed(self.made):
+            with contextlib.suppress(OSError): p.rmdir()                # only if empty
+        self.made = []
 
 # %% ../nbs/12_run_folder.ipynb #e4b64a79
 RESUME_MAY_CHANGE = ('epochs', 'checkpoint_dir', 'checkpoint_frequency', 'device', 'bf16', 'verbose', 'overwrite',
@@ -107,7 +179,8 @@ def _scaler_change(saved: dict, now: dict) -> str | None:
 # %% ../nbs/12_run_folder.ipynb #b53bb20e
 def _check_resumable(stem: Path, side: dict):
     "Refuse a sidecar without the training state a resume restores."
-    bad = [k for k, t in RESUME_STATE.items() if not isinstance(side.get(k), t)]
+    bad = [k for k, t in {**RESUME_STATE, 'run_id': str}.items() if not isinstance(side.get(k), t)]
+    if not isinstance(side.get('partial', {}), dict): bad.append('partial')
     if not bad and not EarlyStopping(1).state_dict().keys() <= side['early_stopping'].keys(): bad = ['early_stopping']
     if bad: raise CheckpointError(f"cannot resume from {stem}: its sidecar {stem.name}.json lacks a valid "
                                   f"{', '.join(bad)} (the training state that fit writes)")
@@ -136,21 +209,32 @@ def _check_same_run(stem: Path, side: dict, cfg: TrainConfig, model_config: TFTC
                               "start a fresh run")
 
 # %% ../nbs/12_run_folder.ipynb #8f290a90
-SIDECAR_OF_RESUME = ('history', 'optimizer', 'scheduler', 'early_stopping', 'rng', 'files', 'timestamp', 'versions')
+SIDECAR_OF_RESUME = ('history', 'optimizer', 'scheduler', 'early_stopping', 'rng', 'partial', 'files', 'timestamp',
+                     'versions')
 
-def _best_of(stem: Path, side: dict, weights: dict) -> tuple[tuple | None, bool]:
+def _load_best(stem: Path, run_id: str) -> tuple[dict | None, dict, str | None]:
+    "(weights, sidecar, None) of the tft_best beside `stem` if it is run `run_id`'s, else (None, {}, why not)."
+    best = stem.parent / 'tft_best'
+    try: weights, side, _ = load_checkpoint(best)
+    except CheckpointError as e: return None, {}, str(e)
+    if side.get('run_id') != run_id: return None, {}, f"{best} holds another run's weights (run {side.get('run_id')})"
+    return weights, side, None
+
+def _best_of(stem: Path, side: dict, weights: dict, model) -> tuple[tuple | None, bool]:
     "The run's best (weights, sidecar) when `stem` was saved, and whether tft_best holds them."
     best_epoch = side['early_stopping']['best_epoch'] + 1
     if best_epoch == 0: return None, True
-    try: (bw, bside, _), err = load_checkpoint(stem.parent / 'tft_best'), None
-    except CheckpointError as e: bside, err = {}, e
-    if bside.get('epoch') == best_epoch: return (bw, bside), True
-    if best_epoch == side['epoch'] and (err or (bside.get('epoch') or 0) < best_epoch):   # killed before its tft_best
+    bw, bside, why_not = _load_best(stem, side['run_id'])
+    if bside.get('epoch') == best_epoch:
+        if why := weight_mismatch(bw, model.state_dict()):
+            raise CheckpointError(f"cannot resume from {stem}: {stem.parent / 'tft_best'} does not fit the model "
+                                  f"({why})")
+        return (bw, bside), True
+    if best_epoch == side['epoch'] and (why_not or (bside.get('epoch') or 0) < best_epoch):   # killed before tft_best
         return (weights, {k: v for k, v in side.items() if k not in SIDECAR_OF_RESUME}), False
-    if err: raise err
-    raise CheckpointError(f"cannot resume from {stem}: the run's best epoch then was {best_epoch}, but "
-                          f"{stem.parent / 'tft_best'} holds epoch {bside.get('epoch')} (a later part of the run), "
-                          f"so the best weights to restore are gone: resume from {stem.parent / 'tft_last'}")
+    why_not = why_not or f"{stem.parent / 'tft_best'} holds epoch {bside.get('epoch')} (a later part of the run)"
+    raise CheckpointError(f"cannot resume from {stem}: the run's best epoch then was {best_epoch}, but {why_not}, so "
+                          f"the best weights to restore are gone: resume from {stem.parent / 'tft_last'}")
 
 # %% ../nbs/12_run_folder.ipynb #2ec6f4fa
 @dataclass
@@ -163,43 +247,58 @@ class Resumed:
     best: tuple | None          # (weights, sidecar) of the best epoch so far, or None
     best_saved: bool = True     # whether tft_best beside `stem` holds them
 
-def open_resume(resume, cfg: TrainConfig, model_config: TFTConfig, data: dict) -> Resumed:
-    "Load the checkpoint `resume` names and check that it continues this run; writes nothing."
+def open_resume(resume, cfg: TrainConfig, model, data: dict) -> Resumed:
+    "Load the checkpoint `resume` names and check that it continues this run and fits `model`; writes nothing."
     stem = resume_stem(resume, cfg.checkpoint_dir)
     if str(resume) == 'last' and not stem.with_name('tft_last.json').is_file(): raise _nothing_to_resume(stem.parent)
     weights, side, tensors = load_checkpoint(stem, train_state=True)
     _check_resumable(stem, side)
-    _check_same_run(stem, side, cfg, model_config, data)
-    return Resumed(stem, weights, side, tensors, *_best_of(stem, side, weights))
+    _check_same_run(stem, side, cfg, model.config, data)
+    if why := weight_mismatch(weights, model.state_dict()):
+        raise CheckpointError(f"cannot resume from {stem}: its weights do not fit the model its sidecar describes "
+                              f"({why})")
+    return Resumed(stem, weights, side, tensors, *_best_of(stem, side, weights, model))
 
 # %% ../nbs/12_run_folder.ipynb #f9dea3c9
 class RunFolder:
-    "The checkpoint folder of one run: checked once by `prepare`, then the writer of every file of the run."
-    def __init__(self, path: Path, meta: dict, frequency: int, earlier: list[Path], resumed: Resumed | None, log):
+    "The checkpoint folder of one run: locked and checked by `prepare`, then the writer of every file of the run."
+    def __init__(self, path: Path, meta: dict, frequency: int, earlier: list[Path], resumed: Resumed | None,
+                 lock: FolderLock, log: logging.Logger):
         self.path, self.meta, self.frequency, self.log = path, meta, frequency, log
-        self.earlier, self.resumed = earlier, resumed
+        self.earlier, self.resumed, self.lock = earlier, resumed, lock
         self.best = None                                                  # the best epoch's weights
 
     @classmethod
-    def prepare(cls, cfg: TrainConfig, model_config: TFTConfig, data: dict, resume=None,
-                log: logging.Logger | None = None) -> RunFolder:
-        "Check `cfg.checkpoint_dir` for this run and the checkpoint `resume` names; writes nothing."
-        path = Path(cfg.checkpoint_dir)
-        resumed = open_resume(resume, cfg, model_config, data) if resume else None
-        same = resumed is not None and resumed.stem.parent.resolve() == path.resolve()
-        earlier = [] if same else _earlier_run(path, cfg.overwrite)
+    def prepare(cls, cfg: TrainConfig, model, data: dict, resume=None, log: logging.Logger | None = None) -> RunFolder:
+        "Lock `cfg.checkpoint_dir` for this run, then check it and the checkpoint `resume` names; no file is written."
+        path, log = Path(cfg.checkpoint_dir), log or logging.getLogger('tft_nb')
+        if path.exists() and not path.is_dir():
+            raise CheckpointError(lambda s: f"{s('checkpoint_dir')} {path} exists and is not a folder")
         _writable(path)
-        meta = dict(model_config=model_config.to_dict(), data=data, train_config=asdict(cfg))
-        return cls(path, meta, cfg.checkpoint_frequency, earlier, resumed, log or logging.getLogger('tft_nb'))
+        lock = FolderLock.take(path, log)
+        try:
+            if left := tidy_leftovers(path): log.info(f"Tidied {len(left)} file(s) that killed saves left in {path}")
+            resumed = open_resume(resume, cfg, model, data) if resume else None
+            run_id = resumed.side['run_id'] if resumed else uuid.uuid4().hex
+            same = resumed is not None and resumed.stem.parent.resolve() == path.resolve()
+            earlier = _other_runs(path, run_id, cfg.overwrite) if same else _earlier_run(path, cfg.overwrite)
+        except BaseException:
+            lock.release()
+            raise
+        meta = dict(run_id=run_id, model_config=model.config.to_dict(), data=data, train_config=asdict(cfg))
+        return cls(path, meta, cfg.checkpoint_frequency, earlier, resumed, lock, log)
+
+    def __enter__(self): return self
+    def __exit__(self, *exc): self.lock.release()
 
 # %% ../nbs/12_run_folder.ipynb #a0302189
 @patch
-def _first_write(self: RunFolder):
-    "Before a write: make the folder, and remove the earlier run's files (`overwrite`) if not done yet."
-    self.path.mkdir(parents=True, exist_ok=True)
-    for p in self.earlier: p.unlink(missing_ok=True)
-    if self.earlier: self.log.info(f"Removed {len(self.earlier)} file(s) of an earlier run from {self.path} "
-                                   "(overwrite)")
+def _commit(self: RunFolder, files: list[tuple[Path, bytes]]):
+    "Replace `files` together, Ctrl-C held; then remove the earlier run's files (`overwrite`) not among them."
+    with deferred_interrupt():
+        replace_together(files)
+        for p in set(self.earlier) - {q for q, _ in files}: p.unlink(missing_ok=True)
+    if self.earlier: self.log.info(f"Replaced the earlier run in {self.path} ({len(self.earlier)} file(s); overwrite)")
     self.earlier = []
 
 @patch
@@ -208,7 +307,8 @@ def restore(self: RunFolder, state: TrainingState, epochs: int):
     r = self.resumed
     if r is None: return
     load_resume_state(state, r.weights, r.tensors, r.side)
-    self.log.info(f"Resumed from {r.stem} after epoch {state.epoch} (global step {state.step})")
+    where = f" and {state.partial.steps} step(s) of epoch {state.epoch + 1}" if state.partial else ''
+    self.log.info(f"Resumed from {r.stem} after epoch {state.epoch}{where} (global step {state.step})")
     if state.stopping.stopped:
         self.log.info(f"Nothing left to train: the resumed run had stopped early ({state.stopping.reason})")
     elif state.epoch >= epochs:
@@ -217,38 +317,57 @@ def restore(self: RunFolder, state: TrainingState, epochs: int):
     if r.best is None: return
     self.best = r.best[0]
     if not r.best_saved or r.stem.parent.resolve() != self.path.resolve():   # tft_best behind, or a new folder
-        self._first_write()
-        save_checkpoint(self.path / 'tft_best', *r.best)
+        self._commit(checkpoint_files(self.path / 'tft_best', *r.best)[1])
 
 # %% ../nbs/12_run_folder.ipynb #9163b18b
 @patch
-def save(self: RunFolder, state: TrainingState, improved: bool, last: bool):
-    "Write the epoch's files, an interrupt held until they agree: metrics.csv, tft_epoch_NNN, tft_last, tft_best."
-    weights = state.model.state_dict()                                 # saved now; copied below if the best
-    h, stop = state.history[-1], state.stopping
-    info = dict(self.meta, epoch=state.epoch, global_step=state.step, train_loss=h['train_loss'],
-                val_loss=h['val_loss'], best_val_loss=stop.best, best_epoch=stop.best_epoch + 1,
-                learning_rate=h['learning_rate'])
+def _info(self: RunFolder, state: TrainingState) -> dict:
+    "The sidecar entries of every checkpoint of `state`: the run's, and where it stands."
+    h, stop = (state.history or [{}])[-1], state.stopping
+    return dict(self.meta, epoch=state.epoch, global_step=state.step, train_loss=h.get('train_loss', math.nan),
+                val_loss=h.get('val_loss', math.nan), best_val_loss=stop.best, best_epoch=stop.best_epoch + 1,
+                learning_rate=learning_rate(state.opt))
+
+@patch
+def save(self: RunFolder, state: TrainingState, improved: bool = False, last: bool = False):
+    "Write the files of `state` together: metrics.csv, tft_epoch_NNN, tft_last, tft_best (inside an epoch: tft_last)."
+    weights, info = state.model.state_dict(), self._info(state)           # saved now; copied below if the best
     tensors, entries = resume_state(state)
-    due = self.frequency and (state.epoch % self.frequency == 0 or last)
-    with deferred_interrupt():
-        self._first_write()
-        write_metrics(self.path / 'metrics.csv', state.history)
-        if due: save_checkpoint(self.path / f'tft_epoch_{state.epoch:03d}', weights, {**info, **entries}, tensors)
-        save_checkpoint(self.path / 'tft_last', weights, {**info, **entries}, tensors)
-        if improved: save_checkpoint(self.path / 'tft_best', weights, info)   # after tft_last: it holds them too
+    files = [] if state.partial else [(self.path / 'metrics.csv', metrics_csv(state.history))]
+    if not state.partial and self.frequency and (state.epoch % self.frequency == 0 or last):
+        files += checkpoint_files(self.path / f'tft_epoch_{state.epoch:03d}', weights, {**info, **entries}, tensors)[1]
+    files += checkpoint_files(self.path / 'tft_last', weights, {**info, **entries}, tensors)[1]
+    if improved: files += checkpoint_files(self.path / 'tft_best', weights, info)[1]   # after tft_last: holds them too
+    self._commit(files)
     if improved: self.best = {k: v.detach().clone() for k, v in weights.items()}   # training moves on
 
 # %% ../nbs/12_run_folder.ipynb #bdd26f36
 class RunInterrupted(SpeltMessage, KeyboardInterrupt):
-    "An interrupted run (Ctrl-C, `SIGTERM`); the message says what its folder holds."
+    "An interrupted run (Ctrl-C, `SIGTERM`); the message says where it stopped and what its folder holds."
+    def __init__(self, msg, signum: int = signal.SIGINT):
+        super().__init__(msg)
+        self.signum = int(signum)
+    def __reduce__(self): return (type(self), (str(self), self.signum))
 
 @patch
 @contextlib.contextmanager
 def interrupts(self: RunFolder):
     "Turn an interrupt in the block into a `RunInterrupted` that says what the folder holds."
     try: yield
+    except RunInterrupted: raise
     except KeyboardInterrupt: raise RunInterrupted(self.note) from None
+
+@patch
+def holds(self: RunFolder) -> str | None:
+    "What the folder's tft_last holds of this run ('epoch 3', 'epoch 2 and 41 step(s) of epoch 3'), or None."
+    try:
+        side = json.loads((self.path / 'tft_last.json').read_text())
+        epoch, steps = side['epoch'], (side.get('partial') or {}).get('steps')
+    except (OSError, ValueError, TypeError, KeyError, AttributeError): return None
+    if side.get('run_id') != self.meta['run_id']: return None
+    if not steps: return f"epoch {epoch}"
+    inside = f"{steps} step(s) of epoch {epoch + 1}"
+    return f"epoch {epoch} and {inside}" if epoch else inside
 
 @patch
 def note(self: RunFolder, spell=as_argument) -> str:
@@ -256,7 +375,5 @@ def note(self: RunFolder, spell=as_argument) -> str:
     if self.earlier:
         return (f"no checkpoint of this run yet: the earlier run in {self.path} is whole ({spell('overwrite', True)} "
                 "replaces it at this run's first checkpoint)")
-    try: epoch = json.loads((self.path / 'tft_last.json').read_text())['epoch']
-    except (OSError, ValueError, TypeError, KeyError): return f"no checkpoint in {self.path} yet"
-    return (f"{self.path / 'tft_last'} holds epoch {epoch}: the same command with {spell('resume', 'last')} "
-            "continues from it")
+    if (held := self.holds()) is None: return f"no checkpoint in {self.path} yet"
+    return f"{self.path / 'tft_last'} holds {held}: the same command with {spell('resume', 'last')} continues from it"

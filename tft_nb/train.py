@@ -10,7 +10,7 @@ import torch
 from torch import nn, Tensor
 from torch.optim.lr_scheduler import ReduceLROnPlateau
 from fastcore.basics import patch
-from .checks import UsageError, check_fields, check_ints, listed, one_of
+from .checks import SpeltMessage, UsageError, check_fields, check_ints, listed, one_of
 from .windows import Batch
 from .gating import VariableLayerNorm
 from .selection import RealEmbedding
@@ -21,7 +21,8 @@ from .evaluate import bf16_autocast
 __all__ = ['DEVICES', 'DOT_MIN', 'VANISHING', 'EXPLODING', 'NO_DECAY', 'HISTORY_COLUMNS', 'TrainConfig', 'check_train_config',
            'micro_batch_weights', 'grad_norm', 'GradNormStats', 'check_grad_norms', 'param_groups', 'make_optimizer',
            'TrainingError', 'check_optimizer', 'check_gradients', 'train_step', 'make_scheduler', 'learning_rate',
-           'set_learning_rate', 'EarlyStopping', 'TrainingState']
+           'set_learning_rate', 'EarlyStopping', 'EpochProgress', 'TrainingState', 'Diverged', 'nonfinite',
+           'divergence']
 
 # %% ../nbs/10_train.ipynb #90e70eac
 DEVICES = ('auto', 'cpu', 'cuda')   # device names: 'auto' takes CUDA when it is there
@@ -104,33 +105,38 @@ VANISHING, EXPLODING = 1e-8, 100.0   # gradient-norm warning thresholds
 
 class GradNormStats:
     "Per-epoch statistics of the gradient norm; the steps' norms stay on the device until `summary`."
-    def __init__(self, join_every: int = 4096): self.norms, self.steps, self.join_every = [], 0, join_every
+    def __init__(self, join_every: int = 4096, norms: Tensor | None = None):
+        self.norms, self.join_every = [] if norms is None else [norms], join_every
+        self.steps = 0 if norms is None else len(norms)
     def update(self, norm: Tensor):
         "Add one step's norm (a device tensor: no host sync)."
         self.norms.append(norm.detach().reshape(1))
         self.steps += 1
         if len(self.norms) > self.join_every: self.norms = [torch.cat(self.norms)]
+    def values(self) -> Tensor:
+        "The steps' norms so far, as one tensor (for a checkpoint taken inside an epoch)."
+        return torch.cat(self.norms) if self.norms else torch.zeros(0)
     def summary(self) -> dict:
-        "Mean, min, max and the counts of vanishing, exploding and non-finite steps (one host sync)."
-        if not self.norms: return dict(mean=math.nan, min=math.nan, max=math.nan, vanishing=0, exploding=0, nonfinite=0)
-        n = torch.cat(self.norms).float()
+        "Mean, min, max, the counts of vanishing, exploding and non-finite steps, the first non-finite (one sync)."
+        if not self.norms:
+            return dict(mean=math.nan, min=math.nan, max=math.nan, vanishing=0, exploding=0, nonfinite=0,
+                        first_nonfinite=0)
+        n = self.values().float()
         fin = torch.isfinite(n)
-        counts = [(n < VANISHING).sum(), ((n > EXPLODING) & fin).sum(), (~fin).sum()]
-        s, lo, hi, v, e, bad = torch.stack([n.sum(), n.min(), n.max(), *(c.float() for c in counts)]).tolist()
-        return dict(mean=s / self.steps, min=lo, max=hi, vanishing=int(v), exploding=int(e), nonfinite=int(bad))
+        counts = [(n < VANISHING).sum(), ((n > EXPLODING) & fin).sum(), (~fin).sum(), (~fin).int().argmax()]
+        s, lo, hi, v, e, bad, first = torch.stack([n.sum(), n.min(), n.max(), *(c.float() for c in counts)]).tolist()
+        return dict(mean=s / self.steps, min=lo, max=hi, vanishing=int(v), exploding=int(e), nonfinite=int(bad),
+                    first_nonfinite=int(first) + 1 if bad else 0)
 
 # %% ../nbs/10_train.ipynb #0413c16d
 def check_grad_norms(s: dict, log: logging.Logger, epoch: int):
-    "Warn when an epoch had vanishing, exploding or non-finite gradient norms."
+    "Warn when an epoch had vanishing or exploding gradient norms."
     if s['vanishing']:
         log.warning(f"Epoch {epoch}: gradient norm below {VANISHING:g} in {s['vanishing']} step(s) "
                     f"(min {s['min']:.3g}): vanishing gradients; is every parameter connected to the loss?")
     if s['exploding']:
         log.warning(f"Epoch {epoch}: gradient norm above {EXPLODING:g} in {s['exploding']} step(s) "
                     f"(max {s['max']:.3g}): exploding gradients; consider --grad-clip or a lower learning rate")
-    if s['nonfinite']:
-        log.warning(f"Epoch {epoch}: gradient norm not finite (NaN or inf) in {s['nonfinite']} step(s): the loss or "
-                    "the weights diverged; consider --grad-clip or a lower learning rate")
 
 # %% ../nbs/10_train.ipynb #9e1584b3
 NO_DECAY = (nn.LayerNorm, VariableLayerNorm, nn.Embedding, RealEmbedding)   # modules whose parameters are not decayed
@@ -257,6 +263,16 @@ def load_state_dict(self: EarlyStopping, d: dict):
     "Restore the state saved by `state_dict`."
     self.__dict__.update(d)
 
+# %% ../nbs/10_train.ipynb #47ff743c
+@dataclass
+class EpochProgress:
+    "How far an epoch had come when its run stopped inside it; enough to finish it as if it had not stopped."
+    order: Tensor       # the state of TrainingState.order before the epoch drew its permutation
+    steps: int          # optimizer steps done in the epoch
+    loss_sum: Tensor    # the sum of those steps' losses, each times its count of micro-batches
+    norms: Tensor       # those steps' gradient norms
+    seconds: float      # training time spent in the epoch so far
+
 # %% ../nbs/10_train.ipynb #3a5c0ea6
 HISTORY_COLUMNS = ['epoch', 'train_loss', 'val_loss', 'improved', 'grad_norm', 'grad_norm_max', 'learning_rate',
                    'seconds']
@@ -272,6 +288,7 @@ class TrainingState:
     epoch: int = 0                               # epochs done
     step: int = 0                                # optimizer steps done
     history: list = field(default_factory=list)  # one dict per epoch done, HISTORY_COLUMNS
+    partial: EpochProgress | None = None         # how far the epoch under way has come, when stopped inside it
 
     @classmethod
     def begin(cls, model: nn.Module, cfg: TrainConfig, opt: torch.optim.Optimizer | None = None) -> TrainingState:
@@ -296,3 +313,25 @@ def end_epoch(self: TrainingState, train_loss: float, val_loss: float, norms: di
                              grad_norm=norms['mean'], grad_norm_max=norms['max'],
                              learning_rate=learning_rate(self.opt), seconds=seconds))
     return improved, msg
+
+# %% ../nbs/10_train.ipynb #f751ae71
+class Diverged(SpeltMessage, ArithmeticError):
+    "Training diverged: a loss, a gradient norm or a weight became NaN or infinite."
+
+def nonfinite(tensors: dict[str, Tensor]) -> list[str]:
+    "The names of the floating-point tensors in `tensors` that hold NaN or infinity (one host sync)."
+    floats = {k: t for k, t in tensors.items() if t.is_floating_point() and t.numel()}
+    if not floats: return []
+    bad = torch.stack([~torch.isfinite(t).all() for t in floats.values()]).tolist()
+    return [k for k, b in zip(floats, bad) if b]
+
+def divergence(model: nn.Module, norms: dict, **losses: float) -> str | None:
+    "What is not finite after training steps, or None: the gradient norm (from which step), a loss, the weights."
+    if norms['nonfinite']:
+        return (f"the gradient norm was NaN or infinite at step {norms['first_nonfinite']} of the epoch (and in "
+                f"{norms['nonfinite']} step(s) in all)")
+    if bad := [f"the {k.replace('_', ' ')} is {v}" for k, v in losses.items() if not math.isfinite(v)]:
+        return ' and '.join(bad)
+    if bad := nonfinite(model.state_dict()):
+        return f"{len(bad)} weight tensor(s) hold NaN or infinity ({listed(bad, 3)})"
+    return None
