@@ -63,7 +63,7 @@ def test_kill_at_each_step_of_a_save(tmp_path, fn, nth, epoch):
     assert side['epoch'] == epoch and float(w['w'][0]) == float(ts['s'][0]) == epoch
     if (fn, nth) in [('replace', 2), ('replace', 3)]:   # between renames: new files under the old sidecar's final names
         assert any(f.name.endswith('.prev') for f in tmp_path.iterdir())
-    tidy_leftovers(tmp_path)                            # what a run does when it takes the folder: nothing hidden is left
+    tidy_leftovers(tmp_path)                            # what a run does when it takes the folder: nothing hidden left
     assert sorted(os.listdir(tmp_path)) == ['tft_last.json', 'tft_last.safetensors', 'tft_last.train.safetensors']
     w, side, ts = load_checkpoint(tmp_path / 'tft_last', train_state=True)
     assert side['epoch'] == epoch and float(w['w'][0]) == float(ts['s'][0]) == epoch   # the same checkpoint, whole
