@@ -228,6 +228,9 @@ def test_truncated_zstd_dbn(tmp_path):
     p.write_bytes(zstandard.ZstdCompressor().compress(b[:-5]))
     expect_error(read_dbn, p, 'truncated DBN')
 
+NOT_OHLCV = '; an OHLCV record has type 0x11 or 0x20-0x24 and 56 bytes'
+REC0_LEN0 = 'the file looks corrupt: record 0 has record type 0x21 and length 0 bytes' + NOT_OHLCV
+
 def test_corrupt_bytes(tmp_path):
     b = dbn_bytes(tmp_path)
     cases = {'garbage.dbn': (np.random.default_rng(1).bytes(4000), ('not a DBN file',), ('unknown format',)),
@@ -236,8 +239,7 @@ def test_corrupt_bytes(tmp_path):
              'huge_meta.dbn': (b[:4] + b'\xff\xff\xff\xff' + b[8:], ('truncated DBN metadata',),
                                ('truncated DBN metadata',)),
              'zero_meta.dbn': (b[:4] + b'\0\0\0\0' + b[8:], ('corrupt DBN metadata',), ('corrupt DBN metadata',)),
-             'rec_len0.dbn': (b[:meta_end(b)] + b'\0' + b[meta_end(b) + 1:], ('corrupt DBN record',),
-                              ('corrupt DBN record',))}
+             'rec_len0.dbn': (b[:meta_end(b)] + b'\0' + b[meta_end(b) + 1:], (REC0_LEN0,), (REC0_LEN0,))}
     for name, (data, p1, p2) in cases.items():
         p = tmp_path / name
         p.write_bytes(data)
@@ -255,6 +257,62 @@ def test_corrupt_metadata_bytes(tmp_path):
             p.write_bytes(bytes(bb))
             try: read_dbn(p)
             except DataError as e: assert p.name in str(e)
+
+# Record 3 of `make_bars()` as written: AAA (instrument 1 of 1, 2) at 2024-01-02 00:03 UTC, prices near 100.
+CORRUPT_RECORDS = {  # name: (field, byte of the field XOR-ed with 0xff, the message after 'looks corrupt: record 3 ')
+    'iid_low': ('instrument_id', 0, "has instrument id 254, which its symbology does not list (it lists 1, 2)"),
+    'iid_high': ('instrument_id', 3, "has instrument id 4278190081, which its symbology does not list"),
+    'ts_high': ('ts_event', 7, "has timestamp 16764190933926938624 ns, outside the period its metadata gives "
+                               "(2024-01-02 00:00:00+00:00 to 2024-01-02 00:29:00.000000001+00:00)"),
+    'ts_low': ('ts_event', 0, "has timestamp 2024-01-02 00:03:00.000000255+00:00, "
+                              "not the start of a minute as an ohlcv-1m bar's is"),
+    'open_high': ('open', 7, "has open -72057493.72, beyond any price (2^53 units of 1e-9, about 9 million)"),
+    'low_mid': ('low', 5, "has high 100.6195 < low 280475.5321, which no bar aggregated from trades has"),
+    'close_mid': ('close', 4, "has open 100.317 or close 998.0176649 outside [low, high] = [100.067, 100.6195], "
+                              "which no bar aggregated from trades has"),
+    'volume_high': ('volume', 7, "has volume 1.837e+19, beyond any volume (2^53)"),
+    'rtype': ('rtype', 0, "has record type 0xde and length 56 bytes" + NOT_OHLCV),
+    'length': ('length', 0, "has record type 0x21 and length 964 bytes" + NOT_OHLCV),
+}
+
+@pytest.mark.parametrize('zstd', [False, True], ids=['dbn', 'dbn.zst'])
+@pytest.mark.parametrize('case', list(CORRUPT_RECORDS))
+def test_corrupt_record_bytes(tmp_path, case, zstd):
+    """A byte flipped inside a record (of the plain DBN, then zstd-compressed again) is one line saying the file looks
+    corrupt, what is impossible about the record, and to download it again; never a bad-bar message."""
+    field, k, says = CORRUPT_RECORDS[case]
+    b = bytearray(dbn_bytes(tmp_path))
+    dt = np.dtype(dbn.OHLCVMsg._dtypes)
+    b[meta_end(bytes(b)) + 3 * OHLCV_SIZE + dt.fields[field][1] + k] ^= 0xff
+    p = tmp_path / f'{case}.dbn{".zst" if zstd else ""}'
+    p.write_bytes(zstandard.ZstdCompressor().compress(bytes(b)) if zstd else bytes(b))
+    for fn in (read_dbn, read_ohlcv):
+        msg = expect_error(fn, p, f'the file looks corrupt: record 3 {says}')
+        assert msg.startswith(f'{p}: ') and msg.endswith('; download it again') and '\n' not in msg, msg
+
+def test_corrupt_records_say_so(tmp_path):
+    "Random flips in the records: each read succeeds (the flips left possible values) or says the file looks corrupt."
+    b = dbn_bytes(tmp_path)
+    end = meta_end(b)
+    p = tmp_path / 'flipped.dbn'
+    for seed in range(200):
+        rng = np.random.default_rng(seed)
+        bb = bytearray(b)
+        for o in end + rng.choice(len(b) - end, 1 + seed % 4, replace=False): bb[o] ^= int(rng.integers(1, 256))
+        p.write_bytes(bytes(bb))
+        try: read_ohlcv(p)
+        except DataError as e: assert 'flipped.dbn: the file looks corrupt: record' in str(e), f"seed {seed}: {e}"
+
+def test_undefined_low_is_not_corrupt(tmp_path):
+    """An undefined low (UNDEF_PRICE, int64 max, above the high as an integer) is real data, not corruption: read_dbn
+    gives NaN and read_ohlcv refuses the bar with the bar-level message."""
+    b = bytearray(dbn_bytes(tmp_path))
+    low = meta_end(bytes(b)) + 2 * OHLCV_SIZE + np.dtype(dbn.OHLCVMsg._dtypes).fields['low'][1]
+    b[low:low + 8] = dbn.UNDEF_PRICE.to_bytes(8, 'little')
+    (tmp_path / 'undef.dbn').write_bytes(bytes(b))
+    assert np.isnan(read_dbn(tmp_path / 'undef.dbn').low[2])
+    msg = expect_error(read_ohlcv, tmp_path / 'undef.dbn', 'NaN, infinite or undefined price in 1 bar(s)')
+    assert 'corrupt' not in msg
 
 # %% DBN of a non-OHLCV schema
 def _trades_meta(schema=dbn.Schema.TRADES):
@@ -275,10 +333,13 @@ def test_non_ohlcv_dbn(tmp_path):
     # OHLCV metadata, but the records say otherwise
     b = dbn_bytes(tmp_path)
     end = meta_end(b)
-    cases = {'trade_rec.dbn': (b[:end] + _trade() * 7, 'corrupt DBN record'),
+    corrupt = 'the file looks corrupt: record '
+    cases = {'trade_rec.dbn': (b[:end] + _trade() * 7, corrupt + '0 has record type 0x0 and length 48 bytes'),
              'mixed_recs.dbn': (b[:end] + b[end:end + OHLCV_SIZE] + _trade(), 'truncated DBN'),
-             'rtype.dbn': (b[:end + 3 * OHLCV_SIZE + 1] + b'\x00' + b[end + 3 * OHLCV_SIZE + 2:], 'record type 0x0'),
-             'rlength.dbn': (b[:end + 3 * OHLCV_SIZE] + b'\x0f' + b[end + 3 * OHLCV_SIZE + 1:], 'length 60')}
+             'rtype.dbn': (b[:end + 3 * OHLCV_SIZE + 1] + b'\x00' + b[end + 3 * OHLCV_SIZE + 2:],
+                           corrupt + '3 has record type 0x0 and length 56 bytes'),
+             'rlength.dbn': (b[:end + 3 * OHLCV_SIZE] + b'\x0f' + b[end + 3 * OHLCV_SIZE + 1:],
+                             corrupt + '3 has record type 0x21 and length 60 bytes')}
     for name, (data, phrase) in cases.items():
         (tmp_path / name).write_bytes(data)
         for fn in (read_dbn, read_ohlcv): expect_error(fn, tmp_path / name, phrase)
@@ -307,6 +368,11 @@ CSV_CASES = {  # name: (text, phrase)
     'missing_symbol.csv': (GOOD.replace('00:01Z,A,', '00:01Z,,'),
                            'missing symbol in 1 row(s); first at 2024-01-02 00:01:00+00:00'),
     'blank_lines.csv': ('\n\n', 'not a readable CSV'),
+    'semicolons.csv': (GOOD.replace(',', ';'), "semicolons.csv: the header is one column "
+                       "'ts_event;symbol;open;high;low;close;volume': the file looks separated by ';', expected ','"),
+    'tabs.csv': (GOOD.replace(',', '\t'), "tabs.csv: the header is one column 'ts_event\\tsymbol\\topen\\thigh\\tlow"
+                 "\\tclose\\tvolume': the file looks separated by tabs, expected ','"),
+    'decimal_commas.csv': (GOOD.replace(',', ';').replace('10.5', '10,5'), "looks separated by ';', expected ','"),
 }
 
 @pytest.mark.parametrize('name', list(CSV_CASES))

@@ -79,24 +79,27 @@ def _dbn_header(b: bytes, path) -> tuple[dbn.Metadata, int]:
     return meta, end
 
 # %% ../nbs/01_data.ipynb #f3ac8936
-def _dbn_records(b: bytes, start: int, path) -> np.ndarray:
+def _corrupt(bad: np.ndarray, path, detail):
+    "Raise a `DataError` saying the file looks corrupt; `detail(i)` describes the first record `i` where `bad` is set."
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        n = int(bad.sum())
+        more = f"; {n} such records" if n > 1 else ''
+        raise DataError(f"{path}: the file looks corrupt: record {i} {detail(i)}{more}; download it again")
+
+def _dbn_records(b: bytes, start: int, meta: dbn.Metadata, path) -> np.ndarray:
     "The OHLCV records after `start` as a structured array (a view on `b`, no copy)."
     n_body = len(b) - start
-    size = b[start] * 4 if n_body else _OHLCV_DTYPE.itemsize  # `length` counts 4-byte words; ts_out adds 8 bytes
-    if size < _OHLCV_DTYPE.itemsize:
-        raise DataError(f"{path}: corrupt DBN record (length {size} bytes, expected >= 56)")
+    size = _OHLCV_DTYPE.itemsize + 8 * bool(meta.ts_out)   # ts_out appends an 8-byte timestamp to each record
     if n_body % size:
         raise DataError(f"{path}: truncated DBN: {n_body} record bytes is not a whole number of {size}-byte records")
     dt = np.dtype({'names': _OHLCV_DTYPE.names, 'formats': [_OHLCV_DTYPE[n] for n in _OHLCV_DTYPE.names],
                    'offsets': [_OHLCV_DTYPE.fields[n][1] for n in _OHLCV_DTYPE.names], 'itemsize': size})
     recs = np.frombuffer(b, dt, offset=start)
-    rt = recs['rtype']
-    bad = np.flatnonzero((recs['length'] != size // 4) | (((rt < 0x20) | (rt > 0x24)) & (rt != 0x11)))  # OHLCV_RTYPES
-    if len(bad):
-        i = bad[0]
-        rtype, length = recs['rtype'][i], recs['length'][i] * 4
-        raise DataError(f"{path}: DBN record {i} has record type {rtype:#x} and length {length}, "
-                        f"expected an OHLCV record of {size} bytes; is the file corrupt or of a mixed schema?")
+    rt, words = recs['rtype'], recs['length']   # `length` counts 4-byte words
+    bad = (words != size // 4) | (((rt < 0x20) | (rt > 0x24)) & (rt != 0x11))   # not one of OHLCV_RTYPES
+    _corrupt(bad, path, lambda i: f"has record type {rt[i]:#x} and length {int(words[i]) * 4} bytes; "
+                                  f"an OHLCV record has type 0x11 or 0x20-0x24 and {size} bytes")
     return recs
 
 # %% ../nbs/01_data.ipynb #8ff0bde8
@@ -116,6 +119,46 @@ def _dbn_symbols(meta: dbn.Metadata, iid: np.ndarray, ts: np.ndarray) -> pd.Cate
     cats, sym_codes = np.unique(names.astype(str), return_inverse=True)
     return pd.Categorical.from_codes(sym_codes[codes], categories=cats)
 
+# %% ../nbs/01_data.ipynb #92874ddf
+_EXACT = 2**53   # the largest integer range a float64 holds exactly
+_GRID = {'ohlcv-1s': (10**9, 'a second'), 'ohlcv-1m': (60 * 10**9, 'a minute'), 'ohlcv-1h': (3600 * 10**9, 'an hour')}
+
+def _ts_text(t) -> str:
+    "A DBN timestamp (UTC nanoseconds, unsigned) as text, also one beyond pandas' range."
+    t = int(t) % 2**64   # an int64 view of the unsigned field wraps the values above 2^63 below 0
+    return str(pd.Timestamp(t, tz='UTC')) if t < 2**63 else f"{t} ns"
+
+def _check_ids_and_times(meta: dbn.Metadata, iid: np.ndarray, ts: np.ndarray, path):
+    "Refuse records whose instrument id or timestamp (int64) the file's own metadata rules out (see above)."
+    ids = sorted({int(iv['symbol']) for ivs in (meta.mappings or {}).values() for iv in ivs
+                  if str(iv['symbol']).isdigit()})
+    if ids:   # a file without numeric mappings (e.g. all symbols requested) names no instruments
+        _corrupt(~np.isin(iid, ids), path,
+                 lambda i: f"has instrument id {iid[i]}, which its symbology does not list (it lists {listed(ids)})")
+    end = 2**63 - 1 if meta.end is None else min(meta.end + _NS_PER_DAY, 2**63 - 1)
+    period = f"{_ts_text(meta.start)} to {'no end' if meta.end is None else _ts_text(meta.end)}"
+    _corrupt((ts < max(meta.start - _NS_PER_DAY, 0)) | (ts > end), path,   # a wrapped value is < 0: outside too
+             lambda i: f"has timestamp {_ts_text(ts[i])}, outside the period its metadata gives ({period})")
+    if str(meta.schema) in _GRID:
+        step, unit = _GRID[str(meta.schema)]
+        _corrupt(ts % step != 0, path,
+                 lambda i: f"has timestamp {_ts_text(ts[i])}, not the start of {unit} as an {meta.schema} bar's is")
+
+def _check_values(meta: dbn.Metadata, vals: np.ndarray, path):
+    "Refuse bars whose prices or volume no market produces (see above); `vals` holds open, high, low, close, volume."
+    for j, col in enumerate(PRICES):
+        p = vals[:, j]   # NaN (undefined) compares False
+        _corrupt(np.abs(p) >= _EXACT / 1e9, path,
+                 lambda i: f"has {col} {p[i]:.10g}, beyond any price (2^53 units of 1e-9, about 9 million)")
+    v = vals[:, 4]
+    _corrupt(v >= _EXACT, path, lambda i: f"has volume {v[i]:.4g}, beyond any volume (2^53)")
+    if str(meta.schema) not in ('ohlcv-1s', 'ohlcv-1m', 'ohlcv-1h', 'ohlcv-1d'): return   # only these come from trades
+    o, h, l, c = vals[:, :4].T
+    _corrupt(h < l, path, lambda i: f"has high {h[i]:.10g} < low {l[i]:.10g}, which no bar aggregated from trades has")
+    _corrupt((o < l) | (o > h) | (c < l) | (c > h), path,
+             lambda i: f"has open {o[i]:.10g} or close {c[i]:.10g} outside [low, high] = [{l[i]:.10g}, {h[i]:.10g}], "
+                       "which no bar aggregated from trades has")
+
 # %% ../nbs/01_data.ipynb #e926f587
 def tidy_bars(df: pd.DataFrame, by_time: bool = False) -> pd.DataFrame:
     "The tidy frame of `df`: standard columns, categorical symbol, stable sort by symbol (and by time if `by_time`)."
@@ -134,15 +177,18 @@ def tidy_bars(df: pd.DataFrame, by_time: bool = False) -> pd.DataFrame:
 def _dbn_frame(b: bytes, path) -> pd.DataFrame:
     "The tidy frame of decompressed DBN bytes `b` read from `path`."
     meta, start = _dbn_header(b, path)
-    r = _dbn_records(b, start, path)
+    r = _dbn_records(b, start, meta, path)
+    iid, ts = r['instrument_id'].astype(np.int64), r['ts_event'].astype(np.int64)   # contiguous copies
+    _check_ids_and_times(meta, iid, ts, path)
     vals = np.empty((len(r), 5), order='F')          # one float block: pandas keeps it without stacking columns
     for j, c in enumerate(PRICES):
         np.divide(r[c], 1e9, out=vals[:, j])
         if (undef := r[c] == dbn.UNDEF_PRICE).any(): vals[undef, j] = np.nan
     vals[:, 4] = r['volume']
+    _check_values(meta, vals, path)
     df = pd.DataFrame(vals, columns=PRICES + ['volume'], copy=False)
-    df.insert(0, 'symbol', _dbn_symbols(meta, r['instrument_id'], r['ts_event']))
-    df.insert(0, 'ts_event', pd.to_datetime(r['ts_event'].astype('int64'), unit='ns', utc=True))
+    df.insert(0, 'symbol', _dbn_symbols(meta, iid, ts))
+    df.insert(0, 'ts_event', pd.to_datetime(ts, unit='ns', utc=True))
     df = tidy_bars(df)
     df.attrs.update(source=str(path), schema=str(meta.schema), dataset=meta.dataset)
     return df
@@ -221,6 +267,19 @@ def normalize_columns(df: pd.DataFrame, path='<frame>') -> pd.DataFrame:
         res['symbol'] = res['symbol'].astype(str).str.strip()   # ' AAA' and 'AAA' are one symbol
     return res
 
+# %% ../nbs/01_data.ipynb #9df0e017
+_OTHER_SEPARATORS = {';': "';'", '\t': 'tabs', '|': "'|'"}
+
+def _check_separator(b: bytes, path):
+    "Refuse CSV bytes `b` whose header is one column split by another separator than ','."
+    lines = b[:4096].decode('utf-8', 'replace').lstrip('\ufeff').splitlines()
+    header = next((line for line in lines if line.strip()), '')
+    seps = [s for s in _OTHER_SEPARATORS if s in header]
+    if seps and ',' not in header:
+        sep = max(seps, key=header.count)
+        raise DataError(f"{path}: the header is one column {header!r}: "
+                        f"the file looks separated by {_OTHER_SEPARATORS[sep]}, expected ','")
+
 # %% ../nbs/01_data.ipynb #c80e4455
 def _first_bad(df: pd.DataFrame, bad: np.ndarray, path, what: str):
     "Raise a `DataError` about the first row of `df` where `bad` is set."
@@ -262,6 +321,7 @@ def _read_one(path: Path) -> pd.DataFrame:
         except Exception as e: raise DataError(f"{path}: not a readable Parquet file ({e})") from None
     else:
         if b'\x00' in b[:4096]: raise DataError(f"{path}: unknown format (not DBN, Parquet or CSV text)")
+        _check_separator(b, path)
         try: df = pd.read_csv(io.BytesIO(b))
         except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError) as e:
             raise DataError(f"{path}: not a readable CSV file ({e})") from None
