@@ -367,10 +367,12 @@ def load_optimizer_state(opt: torch.optim.Optimizer, tensors: dict, rest: dict):
             _, i, name = k.split('.', 2)
             state.setdefault(int(i), {})[name] = v
     for i, st in rest['plain'].items(): state.setdefault(int(i), {}).update(st)
+    params = [i for g in rest['param_groups'] for i in g['params']]
+    if len({frozenset(state.get(i, {})) for i in params}) > 1:   # a step gives every parameter the same entries
+        raise ValueError(f"its {len(params)} parameters do not all have the same entries")
     try: opt.load_state_dict(dict(state=state, param_groups=rest['param_groups']))
     except ValueError as e:   # other parameter groups
-        raise CheckpointError(f"the checkpoint's optimizer state does not fit this optimizer ({e}); "
-                              "start a fresh run") from None
+        raise ValueError(f"it does not fit this optimizer ({e}); start a fresh run") from None
 
 # %% ../nbs/11_checkpoint.ipynb #ec21cced
 def rng_state(data_gen: torch.Generator) -> tuple[dict, dict]:
@@ -410,14 +412,24 @@ def resume_state(state: TrainingState) -> tuple[dict, dict]:
     return {**opt_t, **rng_t, **partial_t}, dict(entries, partial=dict(steps=p.steps, seconds=p.seconds))
 
 # %% ../nbs/11_checkpoint.ipynb #93193b6d
+def _restore(part: str, load, *args):
+    "`load(*args)`; a failure (a checkpoint edited, or not written by `fit`) is a CheckpointError naming `part`."
+    try: load(*args)
+    except (AttributeError, IndexError, KeyError, RuntimeError, TypeError, ValueError) as e:
+        raise CheckpointError(f"its {part} does not load ({type(e).__name__}: {str(e).splitlines()[0]})") from None
+
+def _set_partial(state: TrainingState, tensors: dict, p: dict | None):
+    "Put the progress of a checkpoint taken inside an epoch (sidecar entry `p`) into `state`."
+    state.partial = p and EpochProgress(tensors['partial.order'], int(p['steps']), tensors['partial.loss_sum'],
+                                        tensors['partial.norms'], float(p['seconds']))
+
 def load_resume_state(state: TrainingState, weights: dict, tensors: dict, side: dict):
     "Restore `state` from a resumable checkpoint's weights, training tensors and sidecar."
-    state.model.load_state_dict(weights)
-    load_optimizer_state(state.opt, tensors, side['optimizer'])
-    if state.schedule is not None and side.get('scheduler'): state.schedule.load_state_dict(side['scheduler'])
-    state.stopping.load_state_dict(side['early_stopping'])
-    set_rng_state(state.order, tensors, side['rng'])
+    _restore('weights', state.model.load_state_dict, weights)
+    _restore('optimizer entry', load_optimizer_state, state.opt, tensors, side['optimizer'])
+    if state.schedule is not None and side.get('scheduler'):
+        _restore('scheduler entry', state.schedule.load_state_dict, side['scheduler'])
+    _restore('early_stopping entry', state.stopping.load_state_dict, side['early_stopping'])
+    _restore('rng entry', set_rng_state, state.order, tensors, side['rng'])
+    _restore('partial entry', _set_partial, state, tensors, side.get('partial'))
     state.epoch, state.step, state.history = side['epoch'], side['global_step'], side['history']
-    p = side.get('partial')
-    state.partial = p and EpochProgress(tensors['partial.order'], p['steps'], tensors['partial.loss_sum'],
-                                        tensors['partial.norms'], p['seconds'])

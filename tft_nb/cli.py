@@ -212,6 +212,9 @@ def tft_predict(checkpoint: str = 'checkpoints/tft_best', # checkpoint stem or f
         if Path(output).is_dir():
             raise SettingError(lambda s: f"{s('output')} {output} is a folder; give a file name such as "
                                          f"{Path(output) / 'forecasts.csv'}")
+        if not (near := next(p for p in Path(output).absolute().parents if p.exists())).is_dir():
+            raise SettingError(lambda s: f"{s('output')} {output} is inside {near}, a file, not a folder; write the "
+                                         "forecasts elsewhere")
         if why := output_clash(output, data, checkpoint):
             raise SettingError(lambda s: f"{s('output')} {output} {why}; write the forecasts elsewhere")
         bars, source = load_bars(data)

@@ -324,7 +324,7 @@ def _read_one(path: Path) -> pd.DataFrame:
         _check_separator(b, path)
         try: df = pd.read_csv(io.BytesIO(b))
         except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError) as e:
-            raise DataError(f"{path}: not a readable CSV file ({e})") from None
+            raise DataError(f"{path}: not a readable CSV file ({' '.join(str(e).split())})") from None
     if len(df) == 0: raise _NoBars(f"{path}: no bars (the file has a header but no rows)")
     return tidy_bars(normalize_columns(df, path))
 
@@ -339,11 +339,12 @@ def read_ohlcv(path) -> pd.DataFrame:
     # all but folders and hidden files: a broken link too, so that its name is reported
     found = sorted(f for f in path.iterdir() if not f.is_dir() and not f.name.startswith('.'))
     files = [f for f in found if DATA_NAMES.search(f.name)]
-    if skipped := [f.name for f in found if not DATA_NAMES.search(f.name)]:
-        logging.getLogger('tft_nb').info(f"{path}: skipped {len(skipped)} file(s) not named as bars: {listed(skipped)}")
+    skipped = [f.name for f in found if not DATA_NAMES.search(f.name)]
     if not files:
         raise DataError(f"{path}: folder has no data files (expected names ending in .dbn, .csv, .parquet or .pq, "
                         f"optionally + .zst or .gz; found {listed(skipped) or 'no files'})")
+    if skipped:
+        logging.getLogger('tft_nb').info(f"{path}: skipped {len(skipped)} file(s) not named as bars: {listed(skipped)}")
     parts, empty = {}, []
     for f in files:
         try: parts[f] = check_bars(_read_one(f), f)

@@ -191,12 +191,12 @@ def fit(model: TemporalFusionTransformer, data: WindowData, cfg: TrainConfig = T
         device = resolve_device(cfg.device)
         check_batch_fits(model, data.train, cfg.batch_size, device)
         with RunFolder.prepare(cfg, model, run_data(data, data_config), resume, log) as folder:   # locked until done
-            log_configuration(log, source, data, data_config, model.config, cfg)
             model.to(device)
             data, autocast = data.to(device), cfg.bf16 and device.type == 'cuda'
             state = TrainingState.begin(model, cfg, optimizer)       # seeded; the optimizer checked
             with folder.interrupts(), held_signals() as signals:      # Ctrl-C, SIGTERM: stop after the step, saved
-                folder.restore(state, cfg.epochs)
+                folder.restore(state, cfg.epochs)                     # the last check: a resume's state loads
+                log_configuration(log, source, data, data_config, model.config, cfg)
                 n = sum(p.numel() for p in model.parameters())
                 log.info(f"Model: {n:,} parameters on {device}, {'bf16 autocast' if autocast else 'fp32'}")
                 while state.epoch < cfg.epochs and not state.stopping.stopped:

@@ -35,7 +35,11 @@ def checkpoint_data(side: dict, path='<checkpoint>') -> tuple[DataConfig, Scaler
         cfg = DataConfig(**d['config']) if d.get('config') else _spec_config(spec)
         if dates := {k: v for k, v in (d.get('splits') or {}).items() if v and not getattr(cfg, k)}:
             cfg = replace(cfg, **dates)                    # splits given as fractions: the dates they began
-        return cfg, Scaler.from_dict(d['scaler']), list(spec['symbols'])
+        scaler = Scaler.from_dict(d['scaler'])
+        check_choice('scaler method', scaler.method, ('zscore', 'minmax'))
+        if not (d.get('bar_seconds') is None or isinstance(d['bar_seconds'], (int, float)) and d['bar_seconds'] > 0):
+            raise ValueError(f"bar_seconds must be a number > 0 or null, got {d['bar_seconds']!r}")
+        return cfg, scaler, list(spec['symbols'])
     except (AttributeError, KeyError, TypeError, ValueError) as e:
         raise CheckpointError(f"{path}: its sidecar's data entry is malformed ({type(e).__name__}: {e}); "
                               "it was not written by tft_train or fit, or was edited") from None

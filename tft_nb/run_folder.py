@@ -179,7 +179,8 @@ def _scaler_change(saved: dict, now: dict) -> str | None:
 # %% ../nbs/12_run_folder.ipynb #b53bb20e
 def _check_resumable(stem: Path, side: dict):
     "Refuse a sidecar without the training state a resume restores."
-    bad = [k for k, t in {**RESUME_STATE, 'run_id': str}.items() if not isinstance(side.get(k), t)]
+    kinds = {**RESUME_STATE, 'run_id': str, 'model_config': dict, 'data': dict, 'train_config': dict}
+    bad = [k for k, t in kinds.items() if not isinstance(side.get(k), t)]
     if not isinstance(side.get('partial', {}), dict): bad.append('partial')
     if not bad and not EarlyStopping(1).state_dict().keys() <= side['early_stopping'].keys(): bad = ['early_stopping']
     if bad: raise CheckpointError(f"cannot resume from {stem}: its sidecar {stem.name}.json lacks a valid "
@@ -192,11 +193,14 @@ def _check_same_run(stem: Path, side: dict, cfg: TrainConfig, model_config: TFTC
     try:
         saved = {**side.get('model_config', {}), **(sd.get('config') or {}), **sd.get('spec', {}),
                  **side.get('train_config', {})}
-        change = _scaler_change(sd['scaler'], nd['scaler']) if 'scaler' in sd else None
+        change = _scaler_change(sd['scaler'], nd['scaler'])
     except (AttributeError, KeyError, TypeError, ValueError) as e:   # a sidecar edited by hand
         raise CheckpointError(f"cannot resume from {stem}: its sidecar {stem.name}.json has a malformed model_config, "
                               f"data or train_config entry ({type(e).__name__}: {e})") from None
     now = {**as_json(model_config.to_dict()), **(nd['config'] or {}), **nd['spec'], **as_json(asdict(cfg))}
+    if lost := [k for k in now if k not in saved and k not in RESUME_MAY_CHANGE]:
+        raise CheckpointError(f"cannot resume from {stem}: its sidecar {stem.name}.json lacks {listed(lost, 3)} (its "
+                              "model_config, data or train_config entry was edited, or not written by fit)")
     diff = [(k, saved[k], now[k]) for k in now if k in saved and k not in RESUME_MAY_CHANGE and saved[k] != now[k]]
     if diff:
         raise CheckpointError(lambda s: f"cannot resume from {stem}: the run it continues had other settings "
@@ -306,7 +310,10 @@ def restore(self: RunFolder, state: TrainingState, epochs: int):
     "Continue the resumed run, if any, in `state`; its best weights are carried into this folder."
     r = self.resumed
     if r is None: return
-    load_resume_state(state, r.weights, r.tensors, r.side)
+    try: load_resume_state(state, r.weights, r.tensors, r.side)
+    except CheckpointError as e:
+        raise CheckpointError(f"cannot resume from {r.stem}: {e}; its training state ({r.stem}.train.safetensors and "
+                              f"{r.stem.name}.json) was edited, or not written by fit") from None
     where = f" and {state.partial.steps} step(s) of epoch {state.epoch + 1}" if state.partial else ''
     self.log.info(f"Resumed from {r.stem} after epoch {state.epoch}{where} (global step {state.step})")
     if state.stopping.stopped:
