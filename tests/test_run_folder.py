@@ -36,13 +36,18 @@ def _run_ids(d: Path) -> set:
 def _hidden(d: Path) -> list[str]: return sorted(p.name for p in d.iterdir() if p.name.startswith('.'))
 
 
+def _finished(tmp_path_factory, args: list) -> Path:
+    "The folder of a finished run of `args`."
+    ck = tmp_path_factory.mktemp('run') / 'ck'
+    r = run(*args, '--checkpoint-dir', str(ck))
+    assert r.returncode == 0, r.stderr[-2000:]
+    return ck
+
+
 @pytest.fixture(scope='module')
 def one_run(tmp_path_factory):
     "A finished one-epoch run of a tiny model on the built-in data (tests copy it before changing anything)."
-    ck = tmp_path_factory.mktemp('run') / 'ck'
-    r = run(*QUICK, '--checkpoint-dir', str(ck))
-    assert r.returncode == 0, r.stderr[-2000:]
-    return ck
+    return _finished(tmp_path_factory, QUICK)
 
 
 def test_a_second_run_meets_the_lock_and_names_its_holder(one_run, tmp_path):
@@ -131,10 +136,7 @@ def test_overwrite_on_a_full_disk_keeps_the_earlier_run(one_run, tmp_path, monke
 @pytest.fixture(scope='module')
 def full_run(tmp_path_factory):
     "Three uninterrupted epochs with dropout: what a resumed run must match bit for bit."
-    ck = tmp_path_factory.mktemp('full') / 'ck'
-    r = run(*RESUMABLE, '--checkpoint-dir', str(ck))
-    assert r.returncode == 0, r.stderr[-2000:]
-    return ck
+    return _finished(tmp_path_factory, RESUMABLE)
 
 
 def _holds_epoch(side: Path, n: int) -> bool: return side.exists() and json.loads(side.read_text())['epoch'] == n
