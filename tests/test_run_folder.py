@@ -137,7 +137,7 @@ def test_overwrite_on_a_full_disk_keeps_the_earlier_run(one_run, tmp_path, monke
     assert e.value.code == 2
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert last == f'tft_train: error: {ck}/tft_last.safetensors: No space left on device', last
-    assert calls[:2] == ['metrics.csv', 'tft_epoch_001.safetensors']   # the new files were being written...
+    assert calls[:2] == ['tft_epoch_001.safetensors', 'tft_epoch_001.train.safetensors']   # the new files, written...
     assert _tree(ck) == before                                          # ...and the earlier run is untouched
 
 
@@ -185,8 +185,9 @@ def test_a_diverged_run_fails_and_writes_nothing_non_finite(tmp_path):
     assert r.returncode == 1 and 'Traceback' not in r.stderr, r.stderr[-3000:]
     assert re.fullmatch(r'tft_train: error: training diverged in epoch 1: the gradient norm was NaN or infinite at '
                         r'step \d+ of the epoch \(and in \d+ step\(s\) in all\); nothing of epoch 1 was saved \(no '
-                        r'checkpoint of this run was written\); lower --learning-rate or set --grad-clip, then start '
-                        'the run afresh', _lines(r)[-1]), r.stderr[-2000:]
+                        r'checkpoint of this run was written\); lower --learning-rate or set --grad-clip, and start a '
+                        r'fresh run \(with --overwrite, or in another --checkpoint-dir\)',
+                        _lines(r)[-1]), r.stderr[-2000:]
     assert not ck.exists()                                              # the folder it made, removed: it held nothing
 
 

@@ -129,7 +129,7 @@ def held_signals(signals=(signal.SIGINT, signal.SIGTERM)):
     if threading.current_thread() is not threading.main_thread():   # only the main thread gets signals
         yield held
         return
-    old = {s: h for s in signals if (h := signal.getsignal(s)) is not None}   # None: set outside Python, kept
+    old = {s: h for s in signals if (h := signal.getsignal(s)) not in (None, signal.SIG_IGN)}   # both: left alone
     for s in old: signal.signal(s, lambda sig, frame: held.append(sig))
     try: yield held
     finally:

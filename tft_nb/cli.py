@@ -233,7 +233,8 @@ def run_command(func, parser: argparse.ArgumentParser, argv=None, aliases: dict 
     "Run `func` with the flags of `argv`: one line for an error (status 2), a failed run (1), an interrupt (130, 143)."
     prog, spell = parser.prog, flag_speller(parser)
     logging.basicConfig(level=logging.INFO, format='%(message)s', stream=sys.stderr)
-    term = signal.signal(signal.SIGTERM, _terminated)
+    term = signal.getsignal(signal.SIGTERM)
+    if term is not signal.SIG_IGN: signal.signal(signal.SIGTERM, _terminated)
     try: return func(**read_flags(parser, argv, aliases))
     except UsageError as e: msg, code = f"error: {e.spelt(spell)}", 2
     except Diverged as e: msg, code = f"error: {e.spelt(spell)}", 1
@@ -242,7 +243,7 @@ def run_command(func, parser: argparse.ArgumentParser, argv=None, aliases: dict 
     except KeyboardInterrupt as e:
         left = e.spelt(spell) if isinstance(e, RunInterrupted) else 'nothing was written'
         msg, code = f"interrupted; {left}", 128 + getattr(e, 'signum', signal.SIGINT)
-    finally: signal.signal(signal.SIGTERM, term)
+    finally: signal.signal(signal.SIGTERM, term if term is not None else signal.SIG_DFL)
     print(f"{prog}: {msg}", file=sys.stderr)
     sys.exit(code)
 

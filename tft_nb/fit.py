@@ -158,7 +158,8 @@ def _diverged(state: TrainingState, why: str, folder: RunFolder) -> Diverged:
     e, held = state.epoch + 1, folder.holds()
     kept = f"{folder.path / 'tft_last'} holds {held}" if held else "no checkpoint of this run was written"
     return Diverged(lambda s: f"training diverged in epoch {e}: {why}; nothing of epoch {e} was saved ({kept}); lower "
-                              f"{s('learning_rate')} or set {s('grad_clip')}, then start the run afresh")
+                              f"{s('learning_rate')} or set {s('grad_clip')}, and start a fresh run (with "
+                              f"{s('overwrite', True)}, or in another {s('checkpoint_dir')})")
 
 def run_epoch(state: TrainingState, data: WindowData, cfg: TrainConfig, folder: RunFolder, signals: list,
               autocast: bool = False, progress: bool | None = None, log: logging.Logger | None = None):
@@ -169,9 +170,9 @@ def run_epoch(state: TrainingState, data: WindowData, cfg: TrainConfig, folder: 
     losses = dict(train_loss=train_loss)
     if state.partial is None: losses['val_loss'] = evaluate_loss(state.model, data.val, autocast=autocast)
     if why := divergence(state.model, norms, **losses): raise _diverged(state, why, folder)
-    if state.partial is not None:                                    # stopped inside the epoch: its place saved
+    if state.partial is not None:                                    # stopped inside the epoch: its place saved,
         state.partial.seconds = time.perf_counter() - t0
-        folder.save(state)
+        if not folder.earlier: folder.save(state)                   # unless that would replace an earlier run
         where = f"at step {state.partial.steps} of {epoch_steps(len(data.train), cfg)} of epoch {state.epoch + 1}"
         raise _stopped(signals, where, folder)
     improved, verdict = state.end_epoch(train_loss, losses['val_loss'], norms, time.perf_counter() - t0)

@@ -183,6 +183,10 @@ def _check_resumable(stem: Path, side: dict):
     bad = [k for k, t in kinds.items() if not isinstance(side.get(k), t)]
     if not isinstance(side.get('partial', {}), dict): bad.append('partial')
     if not bad and not EarlyStopping(1).state_dict().keys() <= side['early_stopping'].keys(): bad = ['early_stopping']
+    if bad == ['run_id'] and 'run_id' not in side:
+        raise CheckpointError(f"cannot resume from {stem}: its sidecar {stem.name}.json has no run_id: it was written "
+                              "by an earlier tft_nb, whose checkpoints can be forecast from (tft_predict) but not "
+                              "resumed; start a fresh run")
     if bad: raise CheckpointError(f"cannot resume from {stem}: its sidecar {stem.name}.json lacks a valid "
                                   f"{', '.join(bad)} (the training state that fit writes)")
 
@@ -216,29 +220,32 @@ def _check_same_run(stem: Path, side: dict, cfg: TrainConfig, model_config: TFTC
 SIDECAR_OF_RESUME = ('history', 'optimizer', 'scheduler', 'early_stopping', 'rng', 'partial', 'files', 'timestamp',
                      'versions')
 
-def _load_best(stem: Path, run_id: str) -> tuple[dict | None, dict, str | None]:
-    "(weights, sidecar, None) of the tft_best beside `stem` if it is run `run_id`'s, else (None, {}, why not)."
-    best = stem.parent / 'tft_best'
-    try: weights, side, _ = load_checkpoint(best)
+def _load_best(path: Path, run_id: str, epoch: int) -> tuple[dict | None, dict, str | None]:
+    "(weights, sidecar, None) of checkpoint `path` if it holds epoch `epoch` of run `run_id`, else (None, {}, why not)."
+    try: weights, side, _ = load_checkpoint(path)
     except CheckpointError as e: return None, {}, str(e)
-    if side.get('run_id') != run_id: return None, {}, f"{best} holds another run's weights (run {side.get('run_id')})"
+    if side.get('run_id') != run_id: return None, {}, f"{path} holds another run's weights (run {side.get('run_id')})"
+    if side.get('epoch') != epoch: return None, {}, f"{path} holds epoch {side.get('epoch')}"
     return weights, side, None
 
-def _best_of(stem: Path, side: dict, weights: dict, model) -> tuple[tuple | None, bool]:
+def _best_of(stem: Path, side: dict, weights: dict, model, restore_best: bool = True) -> tuple[tuple | None, bool]:
     "The run's best (weights, sidecar) when `stem` was saved, and whether tft_best holds them."
     best_epoch = side['early_stopping']['best_epoch'] + 1
     if best_epoch == 0: return None, True
-    bw, bside, why_not = _load_best(stem, side['run_id'])
-    if bside.get('epoch') == best_epoch:
+    plain = lambda d: {k: v for k, v in d.items() if k not in SIDECAR_OF_RESUME}
+    in_best = _load_best(stem.parent / 'tft_best', side['run_id'], best_epoch)
+    if best_epoch == side['epoch']: return (weights, plain(side)), in_best[0] is not None   # its own weights
+    found = [in_best, _load_best(stem.parent / f'tft_epoch_{best_epoch:03d}', side['run_id'], best_epoch)]
+    for k, (bw, bside, _) in enumerate(found):
+        if bw is None: continue
         if why := weight_mismatch(bw, model.state_dict()):
-            raise CheckpointError(f"cannot resume from {stem}: {stem.parent / 'tft_best'} does not fit the model "
-                                  f"({why})")
-        return (bw, bside), True
-    if best_epoch == side['epoch'] and (why_not or (bside.get('epoch') or 0) < best_epoch):   # killed before tft_best
-        return (weights, {k: v for k, v in side.items() if k not in SIDECAR_OF_RESUME}), False
-    why_not = why_not or f"{stem.parent / 'tft_best'} holds epoch {bside.get('epoch')} (a later part of the run)"
-    raise CheckpointError(f"cannot resume from {stem}: the run's best epoch then was {best_epoch}, but {why_not}, so "
-                          f"the best weights to restore are gone: resume from {stem.parent / 'tft_last'}")
+            raise CheckpointError(f"cannot resume from {stem}: its best epoch's weights do not fit the model ({why})")
+        return (bw, plain(bside)), k == 0
+    if not restore_best: return None, True
+    why_not = '; '.join(why for _, _, why in found)
+    raise CheckpointError(lambda s: f"cannot resume from {stem}: the weights of its run's best epoch ({best_epoch}) "
+                                    f"are gone ({why_not}): resume with {s('restore_best', False)} to go on without "
+                                    "them, or start a fresh run")
 
 # %% ../nbs/12_run_folder.ipynb #2ec6f4fa
 @dataclass
@@ -261,7 +268,7 @@ def open_resume(resume, cfg: TrainConfig, model, data: dict) -> Resumed:
     if why := weight_mismatch(weights, model.state_dict()):
         raise CheckpointError(f"cannot resume from {stem}: its weights do not fit the model its sidecar describes "
                               f"({why})")
-    return Resumed(stem, weights, side, tensors, *_best_of(stem, side, weights, model))
+    return Resumed(stem, weights, side, tensors, *_best_of(stem, side, weights, model, cfg.restore_best))
 
 # %% ../nbs/12_run_folder.ipynb #f9dea3c9
 class RunFolder:
@@ -281,11 +288,11 @@ class RunFolder:
         _writable(path)
         lock = FolderLock.take(path, log)
         try:
-            if left := tidy_leftovers(path): log.info(f"Tidied {len(left)} file(s) that killed saves left in {path}")
             resumed = open_resume(resume, cfg, model, data) if resume else None
             run_id = resumed.side['run_id'] if resumed else uuid.uuid4().hex
             same = resumed is not None and resumed.stem.parent.resolve() == path.resolve()
             earlier = _other_runs(path, run_id, cfg.overwrite) if same else _earlier_run(path, cfg.overwrite)
+            if left := tidy_leftovers(path): log.info(f"Tidied {len(left)} file(s) that killed saves left in {path}")
         except BaseException:
             lock.release()
             raise
@@ -340,11 +347,12 @@ def save(self: RunFolder, state: TrainingState, improved: bool = False, last: bo
     "Write the files of `state` together: metrics.csv, tft_epoch_NNN, tft_last, tft_best (inside an epoch: tft_last)."
     weights, info = state.model.state_dict(), self._info(state)           # saved now; copied below if the best
     tensors, entries = resume_state(state)
-    files = [] if state.partial else [(self.path / 'metrics.csv', metrics_csv(state.history))]
+    files = []
     if not state.partial and self.frequency and (state.epoch % self.frequency == 0 or last):
         files += checkpoint_files(self.path / f'tft_epoch_{state.epoch:03d}', weights, {**info, **entries}, tensors)[1]
     files += checkpoint_files(self.path / 'tft_last', weights, {**info, **entries}, tensors)[1]
     if improved: files += checkpoint_files(self.path / 'tft_best', weights, info)[1]   # after tft_last: holds them too
+    if not state.partial: files.append((self.path / 'metrics.csv', metrics_csv(state.history)))   # last: never ahead
     self._commit(files)
     if improved: self.best = {k: v.detach().clone() for k, v in weights.items()}   # training moves on
 
