@@ -75,7 +75,8 @@ def train_epoch(state: TrainingState, windows: Windows, cfg: TrainConfig, autoca
     "One pass over `windows` in a new order, a step per `accumulate_grad_batches` batches: (mean loss, norms)."
     log = log or logging.getLogger('tft_nb')
     state.model.train()
-    n_batches, p, device = math.ceil(len(windows) / cfg.batch_size), state.partial, windows.rows.device
+    n_batches, n_steps = math.ceil(len(windows) / cfg.batch_size), epoch_steps(len(windows), cfg)
+    p, device = state.partial, windows.rows.device
     if p is not None: state.order.set_state(p.order)                  # the stopped epoch's permutation, drawn again
     order = state.order.get_state()
     batches = windows.batches(cfg.batch_size, shuffle=True, generator=state.order)
@@ -91,7 +92,7 @@ def train_epoch(state: TrainingState, windows: Windows, cfg: TrainConfig, autoca
         norms.update(norm)
         loss_sum = loss_sum + loss * len(micro)
         if cfg.verbose: log.info(f"step {state.step}: loss {loss.item():.6f}, grad norm {norm.item():.4g}")
-        if stop is not None and i + 1 < epoch_steps(len(windows), cfg) and stop():
+        if stop is not None and i + 1 < n_steps and stop():
             state.partial = EpochProgress(order, i + 1, loss_sum.detach(), norms.values(), 0.0)
             break
     summary = norms.summary()
