@@ -19,6 +19,7 @@ from .checkpoint import atomic_write
 from .run_folder import RunInterrupted, run_files
 from .device import resolve_device, build_model
 from .fit import FitResult, fit, visible_log
+from .distributed import RankLost, agree, distributed, env_rank, rank_log
 from .forecast import forecast
 
 # %% auto #0
@@ -67,7 +68,8 @@ def add_setting(group, name: str, e: dict):
 def command_parser(prog: str, func, configs: dict = {}, aliases: dict = {}) -> argparse.ArgumentParser:
     "A parser of `func`'s parameters, each config's fields (`configs`: title -> (class, skipped)) and `aliases`."
     p = argparse.ArgumentParser(prog=prog, description=inspect.getdoc(func), allow_abbrev=False)
-    p.error = lambda msg: p.exit(2, f"{prog}: error: {msg} ({prog} --help lists the flags)\n")
+    said = lambda msg: f"{prog}: error: {msg} ({prog} --help lists the flags)\n"
+    p.error = lambda msg: p.exit(2, said(msg) if env_rank() == 0 else None)   # torchrun: rank 0 says it
     for name, e in setting_entries(func).items(): add_setting(p, name, e)
     for title, (cls, skip) in configs.items():
         group = p.add_argument_group(title)
@@ -165,21 +167,27 @@ def report(model: TemporalFusionTransformer, wd: WindowData, log: logging.Logger
     return metrics
 
 # %% ../nbs/17_cli.ipynb #185e963a
+def _prepare_run(data: str | None, settings: dict) -> tuple:
+    "The model, windows, configs and data name of a `tft_train` run."
+    data_kw, model_kw, cfg = split_settings(settings)
+    if data is not None and Path(data).is_dir() and Path(cfg.checkpoint_dir).resolve() == Path(data).resolve():
+        raise SettingError(lambda s: f"{s('checkpoint_dir')} {cfg.checkpoint_dir} is the {s('data')} folder: its "
+                                     "metrics.csv would be read as bars by the next run; choose another folder")
+    bars, source = load_bars(data)
+    wd, dcfg = run_windows(data, bars, source, **data_kw)
+    torch.manual_seed(cfg.seed)                                             # the model's first weights
+    model = build_model(TFTConfig(**wd.spec.model_sizes(), **model_kw), resolve_device(cfg.device))
+    return model, wd, dcfg, cfg, source
+
 def tft_train(data: str | None = None,    # DBN/CSV/Parquet file or folder of bars (default: the built-in daily bars)
               resume: str | None = None,  # continue a run: 'last' (the tft_last of checkpoint_dir) or a checkpoint path
               **settings) -> tuple[FitResult, pd.DataFrame]:
     "Train a Temporal Fusion Transformer on OHLCV bars, with early stopping and checkpoints; report test metrics."
-    log = logging.getLogger('tft_nb')
-    with visible_log(log):
-        data_kw, model_kw, cfg = split_settings(settings)
-        if data is not None and Path(data).is_dir() and Path(cfg.checkpoint_dir).resolve() == Path(data).resolve():
-            raise SettingError(lambda s: f"{s('checkpoint_dir')} {cfg.checkpoint_dir} is the {s('data')} folder: its "
-                                         "metrics.csv would be read as bars by the next run; choose another folder")
-        bars, source = load_bars(data)
-        wd, dcfg = run_windows(data, bars, source, **data_kw)
-        torch.manual_seed(cfg.seed)                                             # the model's first weights
-        model = build_model(TFTConfig(**wd.spec.model_sizes(), **model_kw), resolve_device(cfg.device))
+    device = resolve_device(settings.get('device', 'auto'))
+    with distributed(device) as world, visible_log(rank_log(world)) as log:   # torchrun: every process runs this
+        model, wd, dcfg, cfg, source = agree(world, _prepare_run, data, settings)   # an error on one rank stops all
         result = fit(model, wd, cfg, dcfg, resume, log, source=source)
+        if not world.main: return result, None                                 # rank 0 reports
         try: return result, report(model, wd, log)
         except KeyboardInterrupt as e:                                      # the run is whole; its report is not
             raise RunInterrupted(f"training finished; {result.checkpoint_dir} holds the run, whose test report was cut "
@@ -231,11 +239,12 @@ def _terminated(sig, frame): raise RunInterrupted('nothing was written', sig)   
 
 def run_command(func, parser: argparse.ArgumentParser, argv=None, aliases: dict = {}):
     "Run `func` with the flags of `argv`: one line for an error (status 2), a failed run (1), an interrupt (130, 143)."
-    prog, spell = parser.prog, flag_speller(parser)
-    logging.basicConfig(level=logging.INFO, format='%(message)s', stream=sys.stderr)
+    prog, spell, loud = parser.prog, flag_speller(parser), env_rank() == 0     # torchrun: rank 0 speaks
+    logging.basicConfig(level=logging.INFO if loud else logging.ERROR, format='%(message)s', stream=sys.stderr)
     term = signal.getsignal(signal.SIGTERM)
     if term is not signal.SIG_IGN: signal.signal(signal.SIGTERM, _terminated)
     try: return func(**read_flags(parser, argv, aliases))
+    except RankLost as e: msg, code, loud = f"error: {e.spelt(spell)}", 1, True   # each rank that lost the others
     except UsageError as e: msg, code = f"error: {e.spelt(spell)}", 2
     except Diverged as e: msg, code = f"error: {e.spelt(spell)}", 1
     except ValueError as e: msg, code = f"error: {e}", 2
@@ -244,7 +253,7 @@ def run_command(func, parser: argparse.ArgumentParser, argv=None, aliases: dict 
         left = e.spelt(spell) if isinstance(e, RunInterrupted) else 'nothing was written'
         msg, code = f"interrupted; {left}", 128 + getattr(e, 'signum', signal.SIGINT)
     finally: signal.signal(signal.SIGTERM, term if term is not None else signal.SIG_DFL)
-    print(f"{prog}: {msg}", file=sys.stderr)
+    if loud: print(f"{prog}: {msg}", file=sys.stderr)
     sys.exit(code)
 
 def train_parser() -> argparse.ArgumentParser:

@@ -11,12 +11,14 @@ import pandas as pd, torch
 from .checks import SettingError
 from .windows import Windows, WindowData, DataConfig
 from .model import TemporalFusionTransformer
-from .evaluate import check_series, evaluate_loss
+from .evaluate import check_series
 from .train import (TrainConfig, TrainingState, EpochProgress, GradNormStats, HISTORY_COLUMNS, Diverged,
-                          check_gradients, check_grad_norms, divergence, train_step)
+                          check_gradients, check_grad_norms, divergence, micro_batch_weights, train_step)
 from .checkpoint import held_signals
 from .run_folder import RunFolder, RunInterrupted, run_data
 from .device import resolve_device, check_batch_fits
+from .distributed import (World, ALONE, agree, agreed_stop, distributed, mean, own, per_rank, rank_device,
+                                rank_log, shard_batches, val_loss, world_line, wrap)
 
 # %% auto #0
 __all__ = ['in_notebook', 'progress_bar', 'visible_log', 'chunked', 'epoch_steps', 'train_epoch', 'check_training_data',
@@ -66,41 +68,50 @@ def chunked(it, k: int):
             group = []
     if group: yield group
 
-def epoch_steps(n_windows: int, cfg: TrainConfig) -> int:
-    "Optimizer steps in an epoch over `n_windows` training windows."
-    return math.ceil(math.ceil(n_windows / cfg.batch_size) / cfg.accumulate_grad_batches)
+def epoch_steps(n_windows: int, cfg: TrainConfig, world_size: int = 1) -> int:
+    "Optimizer steps in an epoch over `n_windows` training windows, each batch shared by `world_size` processes."
+    return math.ceil(math.ceil(n_windows / (cfg.batch_size * world_size)) / cfg.accumulate_grad_batches)
 
 def train_epoch(state: TrainingState, windows: Windows, cfg: TrainConfig, autocast: bool = False,
-                progress: bool | None = None, log: logging.Logger | None = None, stop=None) -> tuple[float, dict]:
+                progress: bool | None = None, log: logging.Logger | None = None, stop=None,
+                world: World = ALONE) -> tuple[float, dict]:
     "One pass over `windows` in a new order, a step per `accumulate_grad_batches` batches: (mean loss, norms)."
     log = log or logging.getLogger('tft_nb')
     state.model.train()
-    n_batches, n_steps = math.ceil(len(windows) / cfg.batch_size), epoch_steps(len(windows), cfg)
+    n_batches = math.ceil(len(windows) / (cfg.batch_size * world.size))
+    n_steps = epoch_steps(len(windows), cfg, world.size)
     p, device = state.partial, windows.rows.device
     if p is not None: state.order.set_state(p.order)                  # the stopped epoch's permutation, drawn again
     order = state.order.get_state()
-    batches = windows.batches(cfg.batch_size, shuffle=True, generator=state.order)
+    batches = shard_batches(windows, cfg.batch_size, world, state.order)   # this rank's shares, and batch sizes
     norms = GradNormStats(norms=None if p is None else p.norms.to(device))
-    loss_sum, done = (0.0, 0) if p is None else (p.loss_sum.to(device), p.steps)
+    loss_sum, done = (0.0, 0) if p is None else (own(world, p.loss_sum).to(device), p.steps)   # this rank's sum
     state.partial = None
-    bar = progress_bar(batches, n_batches, f'epoch {state.epoch + 1}/{cfg.epochs}', progress)
+    bar = progress_bar(batches, n_batches, f'epoch {state.epoch + 1}/{cfg.epochs}',
+                       progress if world.main else False)
     steps = itertools.islice(chunked(bar, cfg.accumulate_grad_batches), done, None)   # those done: skipped
-    for i, micro in enumerate(steps, start=done):
-        loss, norm = train_step(state.model, state.opt, micro, cfg.grad_clip, autocast)
+    for i, group in enumerate(steps, start=done):
+        micro, weights = [b for b, _ in group], micro_batch_weights([n for _, n in group], world.rank, world.size)
+        loss, norm = train_step(state.net or state.model, state.opt, micro, cfg.grad_clip, autocast, weights)
         if i == 0: check_gradients(state.model)
         state.step += 1
         norms.update(norm)
         loss_sum = loss_sum + loss * len(micro)
         if cfg.verbose: log.info(f"step {state.step}: loss {loss.item():.6f}, grad norm {norm.item():.4g}")
         if stop is not None and i + 1 < n_steps and stop():
-            state.partial = EpochProgress(order, i + 1, loss_sum.detach(), norms.values(), 0.0)
+            state.partial = EpochProgress(order, i + 1, per_rank(world, loss_sum.detach()), norms.values(), 0.0)
             break
     summary = norms.summary()
     if state.partial is None: check_grad_norms(summary, log, state.epoch + 1)
     seen = n_batches if state.partial is None else state.partial.steps * cfg.accumulate_grad_batches
-    return float(loss_sum) / seen, summary
+    return float(mean(world, torch.as_tensor(loss_sum))) / seen, summary
 
 # %% ../nbs/14_fit.ipynb #7b33930e
+def _check_fit(model, data: WindowData, batch_size: int, device: torch.device):
+    "The data and the batch checks of `fit`."
+    check_training_data(model, data)
+    check_batch_fits(model, data.train, batch_size, device)
+
 def check_training_data(model, data: WindowData):
     "Refuse data without training or validation windows, or with a symbol the model has no embedding for."
     if empty := [k for k in ('train', 'val') if len(getattr(data, k)) == 0]:
@@ -165,21 +176,23 @@ def _diverged(state: TrainingState, why: str, folder: RunFolder) -> Diverged:
 def run_epoch(state: TrainingState, data: WindowData, cfg: TrainConfig, folder: RunFolder, signals: list,
               autocast: bool = False, progress: bool | None = None, log: logging.Logger | None = None):
     "Train, validate, log and save one epoch; stop, saved, at the step after a signal; fail if it diverged."
-    log = log or logging.getLogger('tft_nb')
+    log, world = log or logging.getLogger('tft_nb'), folder.world
     t0 = time.perf_counter() - (state.partial.seconds if state.partial else 0.0)
-    train_loss, norms = train_epoch(state, data.train, cfg, autocast, progress, log, stop=lambda: bool(signals))
+    stop = lambda: agreed_stop(world, signals)                       # every rank stops at the same step
+    train_loss, norms = train_epoch(state, data.train, cfg, autocast, progress, log, stop, world)
     losses = dict(train_loss=train_loss)
-    if state.partial is None: losses['val_loss'] = evaluate_loss(state.model, data.val, autocast=autocast)
+    if state.partial is None: losses['val_loss'] = val_loss(state.model, data.val, world, autocast)
     if why := divergence(state.model, norms, **losses): raise _diverged(state, why, folder)
     if state.partial is not None:                                    # stopped inside the epoch: its place saved,
         state.partial.seconds = time.perf_counter() - t0
         if not folder.earlier: folder.save(state)                   # unless that would replace an earlier run
-        where = f"at step {state.partial.steps} of {epoch_steps(len(data.train), cfg)} of epoch {state.epoch + 1}"
+        of = epoch_steps(len(data.train), cfg, world.size)
+        where = f"at step {state.partial.steps} of {of} of epoch {state.epoch + 1}"
         raise _stopped(signals, where, folder)
     improved, verdict = state.end_epoch(train_loss, losses['val_loss'], norms, time.perf_counter() - t0)
     log_epoch(log, state, verdict, cfg.epochs)
     folder.save(state, improved, last=state.stopping.stopped or state.epoch == cfg.epochs)
-    if signals: raise _stopped(signals, f"after epoch {state.epoch}", folder)
+    if stop(): raise _stopped(signals, f"after epoch {state.epoch}", folder)
 
 # %% ../nbs/14_fit.ipynb #431bbcbb
 def fit(model: TemporalFusionTransformer, data: WindowData, cfg: TrainConfig = TrainConfig(),
@@ -187,20 +200,21 @@ def fit(model: TemporalFusionTransformer, data: WindowData, cfg: TrainConfig = T
         progress: bool | None = None, optimizer: torch.optim.Optimizer | None = None,
         source: str | None = None) -> FitResult:
     "Train `model` on `data.train`, stopping early on `data.val`; the run's files go to `cfg.checkpoint_dir`."
-    log = log or logging.getLogger('tft_nb')
-    with visible_log(log):
-        check_training_data(model, data)
-        device = resolve_device(cfg.device)
-        check_batch_fits(model, data.train, cfg.batch_size, device)
-        with RunFolder.prepare(cfg, model, run_data(data, data_config), resume, log) as folder:   # locked until done
+    device = resolve_device(cfg.device)
+    with distributed(device) as world, visible_log(rank_log(world, log)) as log:
+        device = rank_device(world, device)                          # under torchrun: this rank's GPU
+        agree(world, _check_fit, model, data, cfg.batch_size, device)   # one rank's error stops all
+        with RunFolder.shared(cfg, model, run_data(data, data_config), resume, log, world) as folder:   # locked
             model.to(device)
             data, autocast = data.to(device), cfg.bf16 and device.type == 'cuda'
-            state = TrainingState.begin(model, cfg, optimizer)       # seeded; the optimizer checked
+            state = TrainingState.begin(model, cfg, optimizer, world.rank)   # seeded; the optimizer checked
             with folder.interrupts(), held_signals() as signals:      # Ctrl-C, SIGTERM: stop after the step, saved
                 folder.restore(state, cfg.epochs)                     # the last check: a resume's state loads
+                state.net = wrap(model, world, device)                # DDP: rank 0's weights on every rank
                 log_configuration(log, source, data, data_config, model.config, cfg)
                 n = sum(p.numel() for p in model.parameters())
                 log.info(f"Model: {n:,} parameters on {device}, {'bf16 autocast' if autocast else 'fp32'}")
+                if world is not ALONE: log.info(world_line(world, cfg.batch_size))
                 while state.epoch < cfg.epochs and not state.stopping.stopped:
                     run_epoch(state, data, cfg, folder, signals, autocast, progress, log)
             return finish(state, folder, cfg, log)

@@ -14,9 +14,10 @@ from .data import bar_spacing
 from .windows import DataConfig, WindowData
 from .model import TFTConfig
 from .train import TrainConfig, TrainingState, EarlyStopping, HISTORY_COLUMNS, learning_rate
+from .distributed import World, ALONE, agree, gather
 from .checkpoint import (CheckpointError, RESUME_STATE, as_json, checkpoint_files, checkpoint_stem,
-                               deferred_interrupt, load_checkpoint, load_resume_state, replace_together, resume_state,
-                               tidy_leftovers, weight_mismatch)
+                               deferred_interrupt, load_checkpoint, load_resume_state, rank_rng, replace_together,
+                               resume_state, tidy_leftovers, weight_mismatch)
 try: import fcntl
 except ImportError: fcntl = None                                         # Windows: no folder lock, see below
 
@@ -274,13 +275,14 @@ def open_resume(resume, cfg: TrainConfig, model, data: dict) -> Resumed:
 class RunFolder:
     "The checkpoint folder of one run: locked and checked by `prepare`, then the writer of every file of the run."
     def __init__(self, path: Path, meta: dict, frequency: int, earlier: list[Path], resumed: Resumed | None,
-                 lock: FolderLock, log: logging.Logger):
+                 lock: FolderLock, log: logging.Logger, world: World = ALONE):
         self.path, self.meta, self.frequency, self.log = path, meta, frequency, log
-        self.earlier, self.resumed, self.lock = earlier, resumed, lock
+        self.earlier, self.resumed, self.lock, self.world = earlier, resumed, lock, world
         self.best = None                                                  # the best epoch's weights
 
     @classmethod
-    def prepare(cls, cfg: TrainConfig, model, data: dict, resume=None, log: logging.Logger | None = None) -> RunFolder:
+    def prepare(cls, cfg: TrainConfig, model, data: dict, resume=None, log: logging.Logger | None = None,
+                world_size: int = 1) -> RunFolder:
         "Lock `cfg.checkpoint_dir` for this run, then check it and the checkpoint `resume` names; no file is written."
         path, log = Path(cfg.checkpoint_dir), log or logging.getLogger('tft_nb')
         if path.exists() and not path.is_dir():
@@ -296,16 +298,32 @@ class RunFolder:
         except BaseException:
             lock.release()
             raise
-        meta = dict(run_id=run_id, model_config=model.config.to_dict(), data=data, train_config=asdict(cfg))
+        meta = dict(run_id=run_id, model_config=model.config.to_dict(), data=data, train_config=asdict(cfg),
+                    world_size=world_size)
         return cls(path, meta, cfg.checkpoint_frequency, earlier, resumed, lock, log)
 
     def __enter__(self): return self
     def __exit__(self, *exc): self.lock.release()
 
+    @classmethod
+    def shared(cls, cfg: TrainConfig, model, data: dict, resume=None, log: logging.Logger | None = None,
+               world: World = ALONE) -> RunFolder:
+        "The folder on every rank: `prepare`d by rank 0, whose outcome the others share, writing nothing themselves."
+        if world is ALONE: return cls.prepare(cfg, model, data, resume, log)
+        made = []
+        def main():
+            made.append(cls.prepare(cfg, model, data, resume, log, world.size))
+            return made[0].meta, made[0].resumed
+        meta, resumed = agree(world, main, on=0)                          # rank 0's error, if any, raised on all
+        if world.main: made[0].world = world
+        return made[0] if world.main else cls(Path(cfg.checkpoint_dir), meta, cfg.checkpoint_frequency, [], resumed,
+                                              FolderLock(Path(cfg.checkpoint_dir), None, []), log, world)
+
 # %% ../nbs/12_run_folder.ipynb #a0302189
 @patch
 def _commit(self: RunFolder, files: list[tuple[Path, bytes]]):
     "Replace `files` together, Ctrl-C held; then remove the earlier run's files (`overwrite`) not among them."
+    if not self.world.main: return                                    # rank 0 writes the run's files
     with deferred_interrupt():
         replace_together(files)
         for p in set(self.earlier) - {q for q, _ in files}: p.unlink(missing_ok=True)
@@ -313,16 +331,28 @@ def _commit(self: RunFolder, files: list[tuple[Path, bytes]]):
     self.earlier = []
 
 @patch
+def _regroup(self: RunFolder, state: TrainingState, saved: int):
+    "Go on with this world's processes from a run of `saved`: the data order changes, and a split epoch starts again."
+    again = ''
+    if (p := state.partial) is not None:
+        state.order.set_state(p.order)                                  # its permutation, in other batches
+        again = f"; epoch {state.epoch + 1}, stopped after {p.steps} step(s), is trained again from its start"
+        state.partial = None
+    self.log.info(f"The run trained on {saved} process(es) and goes on with {self.world.size}: a batch now takes "
+                  f"{self.world.size} times batch_size windows, so the order of the batches changes{again}")
+
+@patch
 def restore(self: RunFolder, state: TrainingState, epochs: int):
     "Continue the resumed run, if any, in `state`; its best weights are carried into this folder."
     r = self.resumed
     if r is None: return
-    try: load_resume_state(state, r.weights, r.tensors, r.side)
+    try: load_resume_state(state, r.weights, r.tensors, r.side, self.world.rank)
     except CheckpointError as e:
         raise CheckpointError(f"cannot resume from {r.stem}: {e}; its training state ({r.stem}.train.safetensors and "
                               f"{r.stem.name}.json) was edited, or not written by fit") from None
     where = f" and {state.partial.steps} step(s) of epoch {state.epoch + 1}" if state.partial else ''
     self.log.info(f"Resumed from {r.stem} after epoch {state.epoch}{where} (global step {state.step})")
+    if (saved := r.side.get('world_size', 1)) != self.world.size: self._regroup(state, saved)
     if state.stopping.stopped:
         self.log.info(f"Nothing left to train: the resumed run had stopped early ({state.stopping.reason})")
     elif state.epoch >= epochs:
@@ -346,7 +376,7 @@ def _info(self: RunFolder, state: TrainingState) -> dict:
 def save(self: RunFolder, state: TrainingState, improved: bool = False, last: bool = False):
     "Write the files of `state` together: metrics.csv, tft_epoch_NNN, tft_last, tft_best (inside an epoch: tft_last)."
     weights, info = state.model.state_dict(), self._info(state)           # saved now; copied below if the best
-    tensors, entries = resume_state(state)
+    tensors, entries = resume_state(state, gather(self.world, rank_rng()) if self.world.size > 1 else None)
     files = []
     if not state.partial and self.frequency and (state.epoch % self.frequency == 0 or last):
         files += checkpoint_files(self.path / f'tft_epoch_{state.epoch:03d}', weights, {**info, **entries}, tensors)[1]

@@ -4,7 +4,7 @@
 
 # %% ../nbs/10_train.ipynb #a79f697d
 from __future__ import annotations
-import logging, math
+import contextlib, logging, math
 from dataclasses import dataclass, field
 import torch
 from torch import nn, Tensor
@@ -76,10 +76,11 @@ def check_train_config(cfg: TrainConfig):
         ('seed', 0 <= cfg.seed < 2**63, 'in [0, 2**63)'), ('device', cfg.device in DEVICES, one_of(DEVICES))])
 
 # %% ../nbs/10_train.ipynb #a6b20a4d
-def micro_batch_weights(sizes: list[int]) -> list[float]:
-    "Loss weight of each micro-batch so that their summed gradients equal one batch of all their samples."
+def micro_batch_weights(sizes: list[int], rank: int = 0, world: int = 1) -> list[float]:
+    "Loss weight of rank `rank`'s share of each micro-batch of `sizes` windows: summed gradients = one batch of all."
     total = sum(sizes)
-    return [n / total for n in sizes]
+    share = [n // world + (rank < n % world) for n in sizes]       # torch.tensor_split's shares of n among `world`
+    return [world * k / total for k in share]
 
 # %% ../nbs/10_train.ipynb #3f704b09
 DOT_MIN = 65536   # on the CPU, gradients of this many elements or more take a BLAS dot product
@@ -183,15 +184,18 @@ def check_gradients(model: nn.Module):
 
 # %% ../nbs/10_train.ipynb #bd94c8e2
 def train_step(model, opt: torch.optim.Optimizer, micro: list[Batch], grad_clip: float = 0.0,
-               autocast: bool = False) -> tuple[Tensor, Tensor]:
+               autocast: bool = False, weights: list[float] | None = None) -> tuple[Tensor, Tensor]:
     "One optimizer step over the micro-batches `micro`; returns (mean loss, gradient norm) as device tensors."
     opt.zero_grad(set_to_none=True)                                  # 1. PyTorch accumulates: clear the last step's
-    total, q = 0.0, model.config.quantiles
-    for b, w in zip(micro, micro_batch_weights([len(b.target) for b in micro])):
-        with bf16_autocast(b.target.device, autocast):
-            pred = model(b).quantiles
-        loss = quantile_loss(pred.float(), b.target, q)
-        (w * loss).backward()                                        # 2. adds w times its gradient into .grad
+    total, q = 0.0, getattr(model, 'module', model).config.quantiles  # (a DistributedDataParallel wraps the model)
+    weights = weights or micro_batch_weights([len(b.target) for b in micro])
+    for i, (b, w) in enumerate(zip(micro, weights)):
+        last = i == len(micro) - 1                                   # DDP: ranks average gradients after the last
+        with (contextlib.nullcontext() if last or not hasattr(model, 'no_sync') else model.no_sync()):
+            with bf16_autocast(b.target.device, autocast):
+                pred = model(b).quantiles
+            loss = quantile_loss(pred.float(), b.target, q)
+            (w * loss).backward()                                    # 2. adds w times its gradient into .grad
         total = total + w * loss.detach()
     params = [p for g in opt.param_groups for p in g['params']]      # 3. what opt.step() is about to update
     norm = grad_norm(params)
@@ -289,11 +293,13 @@ class TrainingState:
     step: int = 0                                # optimizer steps done
     history: list = field(default_factory=list)  # one dict per epoch done, HISTORY_COLUMNS
     partial: EpochProgress | None = None         # how far the epoch under way has come, when stopped inside it
+    net: nn.Module | None = None                 # what a step calls: the model's DistributedDataParallel, or None
 
     @classmethod
-    def begin(cls, model: nn.Module, cfg: TrainConfig, opt: torch.optim.Optimizer | None = None) -> TrainingState:
-        "A fresh run's state, seeded from `cfg.seed`, with `opt` or the optimizer of `cfg`."
-        torch.manual_seed(cfg.seed)                                     # dropout
+    def begin(cls, model: nn.Module, cfg: TrainConfig, opt: torch.optim.Optimizer | None = None,
+              rank: int = 0) -> TrainingState:
+        "A fresh run's state, seeded from `cfg.seed` (dropout: and `rank`), with `opt` or the optimizer of `cfg`."
+        torch.manual_seed((cfg.seed + rank) % 2**63)                    # dropout: its own on each rank
         opt = opt or make_optimizer(model, cfg)
         check_optimizer(model, opt)
         stopping = EarlyStopping(cfg.early_stopping_patience, cfg.early_stopping_threshold)
