@@ -158,12 +158,17 @@ def wait_until(p: subprocess.Popen, cond, what: str, poll: float = 0.02):
         time.sleep(poll)
 
 
-def cpu_seconds(p: subprocess.Popen) -> float | None:
-    "CPU time `p` has used so far (all its threads), or None where /proc cannot tell."
+def pid_cpu_seconds(pid: int) -> float | None:
+    "CPU time process `pid` has used so far (all its threads), or None where /proc cannot tell."
     try:
-        with open(f'/proc/{p.pid}/stat') as f: fields = f.read().rsplit(')', 1)[1].split()
+        with open(f'/proc/{pid}/stat') as f: fields = f.read().rsplit(')', 1)[1].split()
     except OSError: return None
     return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')      # utime + stime
+
+
+def cpu_seconds(p: subprocess.Popen) -> float | None:
+    "CPU time `p` has used so far (all its threads), or None where /proc cannot tell."
+    return pid_cpu_seconds(p.pid)
 
 
 def wait_cpu(p: subprocess.Popen, seconds: float, what: str):

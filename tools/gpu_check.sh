@@ -6,7 +6,9 @@
 #   3. nbs/19_training_run.ipynb executed with its outputs saved (with CUDA: the full 50-epoch configuration),
 #      its fan chart and metrics.csv;
 #   4. tft_predict of that run's best checkpoint on CUDA and on the CPU: the largest difference of the forecasts.
-#   5. nbdev_test, the notebooks' inline tests, on a machine with CUDA, in the time left of a 570 s budget.
+#   5. tft_train under torchrun (world size 1 on one GPU: NCCL, DistributedDataParallel; all GPUs when there are
+#      more), a small model for 2 epochs, then tft_predict of its best checkpoint without torchrun;
+#   6. nbdev_test, the notebooks' inline tests, on a machine with CUDA, in the time left of a 570 s budget.
 # Everything lands in $OUT. Device call: run(command="bash tools/gpu_check.sh", carry=[".whl"], timeout_s=590).
 # Locally (CPU, to check the script): NO_WHEELS=1 DEVICE=cpu NORM_ARGS="--steps 3 --hidden 16 --heads 2" OUT=/tmp/gpu_out bash tools/gpu_check.sh
 set -uo pipefail
@@ -38,6 +40,15 @@ a, b = tft_predict(**kw, output='/tmp/fc_dev.csv', device='$DEVICE'), tft_predic
 q = [c for c in a if c.startswith('q')]
 print('tft_predict:', len(a), 'forecasts; max |$DEVICE - cpu| =', float((a[q] - b[q]).abs().max().max()), '; target range', float(b['actual'].min()), float(b['actual'].max()))
 EOF
+echo "== torchrun: tft_train on $DEVICE with DistributedDataParallel"
+gpus=$(python3 -c "import torch; print(max(1, torch.cuda.device_count()) if '$DEVICE' == 'cuda' else 2)")
+rm -rf /tmp/ddp_run
+timeout 180 python3 -m torch.distributed.run --standalone --nproc-per-node "$gpus" --no-python \
+  tft_train --device "$DEVICE" --epochs 2 --hidden-size 32 --attention-heads 4 --lstm-layers 1 --batch-size 64 --checkpoint-dir /tmp/ddp_run 2>&1 \
+  | tee "$OUT/torchrun.txt"
+echo "torchrun ($gpus process(es)): exit ${PIPESTATUS[0]}" | tee -a "$OUT/torchrun.txt"
+timeout 60 tft_predict --checkpoint /tmp/ddp_run/tft_best --output /tmp/ddp_fc.csv --device "$DEVICE" 2>&1 \
+  | tee -a "$OUT/torchrun.txt"
 echo "== nbdev_test"
 left=$(( ${BUDGET:-570} - SECONDS ))
 if [ "$left" -gt 60 ]; then timeout "$left" nbdev_test --n_workers 8 2>&1 | tee "$OUT/nbdev_test.txt"; echo "nbdev_test: exit ${PIPESTATUS[0]}" | tee -a "$OUT/nbdev_test.txt"
