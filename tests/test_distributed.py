@@ -148,6 +148,27 @@ def test_a_two_process_run_resumes_exactly_and_in_one_process_with_a_line(tmp_pa
     assert json.loads((tmp_path / 'part1' / 'tft_last.json').read_text())['world_size'] == 1   # what trained last
 
 
+def test_an_overwrite_stopped_in_its_first_epoch_keeps_the_earlier_run(tmp_path):
+    """SIGTERM inside the first epoch of a two-process run that would replace an earlier run: no rank saves (rank 0
+    would replace the earlier run), both stop together with one line, and the earlier run is as it was."""
+    ck = tmp_path / 'ck'
+    r = alone('tft_train', '--epochs', '1', *SMALL, *SHORT, '--checkpoint-dir', ck)
+    assert r.returncode == 0, r.stderr[-2000:]
+    before = {p.name: p.read_bytes() for p in ck.iterdir()}
+    with job(['tft_train', '--epochs', '3', *SMALL, '--batch-size', '32', '--overwrite', '--checkpoint-dir', ck]) as p:
+        procs.wait_until(p, lambda: (ck / '.tft_run.lock').exists() and len(workers(p)) == 2, 'the folder locked')
+        w = workers(p)
+        used = lambda: sum(procs.pid_cpu_seconds(pid) or 0 for pid in w.values())
+        c0 = used()
+        procs.wait_until(p, lambda: used() - c0 >= 1.0, '1 CPU second of epoch 1 in the workers')
+        p.send_signal(signal.SIGTERM)
+        err = procs.communicate(p)[1]
+    lines = [x for x in err.splitlines() if x.startswith('tft_train:')]
+    assert len(lines) == 1 and re.search(r'interrupted; SIGTERM at step \d+ of 125 of epoch 1; no checkpoint of this '
+                                         r'run yet: the earlier run in \S+ is whole', lines[0]), err[-3000:]
+    assert {p.name: p.read_bytes() for p in ck.iterdir()} == before
+
+
 @pytest.mark.parametrize('flags, line', [
     (['--epochs', '0'], 'tft_train: error: --epochs must be >= 1, got 0'),
     (['--epoch', '3'], 'tft_train: error: unrecognized arguments: --epoch 3'),

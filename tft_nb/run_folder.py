@@ -313,20 +313,21 @@ class RunFolder:
         made = []
         def main():
             made.append(cls.prepare(cfg, model, data, resume, log, world.size))
-            return made[0].meta, made[0].resumed
-        meta, resumed = agree(world, main, on=0)                          # rank 0's error, if any, raised on all
+            return made[0].meta, made[0].earlier, made[0].resumed
+        meta, earlier, resumed = agree(world, main, on=0)                 # rank 0's error, if any, raised on all
         if world.main: made[0].world = world
-        return made[0] if world.main else cls(Path(cfg.checkpoint_dir), meta, cfg.checkpoint_frequency, [], resumed,
-                                              FolderLock(Path(cfg.checkpoint_dir), None, []), log, world)
+        path = Path(cfg.checkpoint_dir)
+        return made[0] if world.main else cls(path, meta, cfg.checkpoint_frequency, earlier, resumed,
+                                              FolderLock(path, None, []), log, world)
 
 # %% ../nbs/12_run_folder.ipynb #a0302189
 @patch
 def _commit(self: RunFolder, files: list[tuple[Path, bytes]]):
     "Replace `files` together, Ctrl-C held; then remove the earlier run's files (`overwrite`) not among them."
-    if not self.world.main: return                                    # rank 0 writes the run's files
-    with deferred_interrupt():
-        replace_together(files)
-        for p in set(self.earlier) - {q for q, _ in files}: p.unlink(missing_ok=True)
+    if self.world.main:                                               # rank 0 alone writes the run's files
+        with deferred_interrupt():
+            replace_together(files)
+            for p in set(self.earlier) - {q for q, _ in files}: p.unlink(missing_ok=True)
     if self.earlier: self.log.info(f"Replaced the earlier run in {self.path} ({len(self.earlier)} file(s); overwrite)")
     self.earlier = []
 
