@@ -32,7 +32,7 @@ class TrainConfig:
     "How to train: optimizer, schedule, early stopping, checkpoints, device."
     epochs: int = 50                         # maximum number of epochs
     learning_rate: float = 1e-3              # initial learning rate
-    batch_size: int = 32                     # windows per micro-batch
+    batch_size: int = 32                     # windows per micro-batch (of each process under torchrun)
     accumulate_grad_batches: int = 1         # micro-batches per optimizer step
     optimizer: str = 'adam'                  # adam, or adamw (decoupled weight decay)
     weight_decay: float = 0.0                # L2 penalty (adam) or decoupled (adamw); not on biases, norms, embeddings
