@@ -4,7 +4,7 @@ run stopped by SIGTERM resumes bit for bit, and in one process with a line; a ba
 
 torchrun starts each worker in a session of its own, so killing torchrun's process group would leave them running:
 `job` kills the workers it finds under torchrun too, in every outcome."""
-import contextlib, json, os, re, shutil, signal, subprocess, sys
+import contextlib, json, os, re, shutil, signal, socket, subprocess, sys
 from pathlib import Path
 import pandas as pd, pytest, torch
 from safetensors.torch import load_file
@@ -93,6 +93,32 @@ def test_two_processes_train_like_one_with_twice_the_batch(tmp_path):
         in b.stderr
     p = alone('tft_predict', '--checkpoint', two / 'tft_best', '--output', tmp_path / 'f.csv', '--device', 'cpu')
     assert p.returncode == 0 and len(pd.read_csv(tmp_path / 'f.csv')) == 10, p.stderr[-2000:]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        return s.getsockname()[1]
+
+
+def test_two_machines_through_a_c10d_rendezvous(tmp_path):
+    """Two torchrun agents of one process each, as two machines would run them (`--nnodes 2`, a c10d rendezvous),
+    train one model: one of them writes the run, of world size 2, the other nothing."""
+    port, ck = _free_port(), tmp_path / 'ck'
+    args = ['--nnodes', '2', '--nproc-per-node', '1', '--rdzv-backend', 'c10d', '--rdzv-endpoint', f'127.0.0.1:{port}',
+            '--rdzv-id', 'two-machines', '--no-python', 'tft_train', '--epochs', '1', *SMALL, *SHORT,
+            '--batch-size', '32', '--checkpoint-dir', ck]
+    launch = [sys.executable, '-m', 'torch.distributed.run', *args]
+    with procs.started(launch, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV) as a, \
+         procs.started(launch, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV) as b:
+        try: errs = [procs.communicate(a)[1], procs.communicate(b)[1]]
+        finally:
+            for p in (a, b):
+                for pid in workers(p).values():
+                    with contextlib.suppress(ProcessLookupError, PermissionError): os.killpg(pid, signal.SIGKILL)
+    assert (a.returncode, b.returncode) == (0, 0), errs[0][-2000:] + errs[1][-2000:]
+    assert sorted(e.count('Epoch 1/1:') for e in errs) == [0, 1]
+    assert json.loads((ck / 'tft_last.json').read_text())['world_size'] == 2
 
 
 def test_a_killed_rank_ends_the_job(tmp_path):

@@ -217,5 +217,6 @@ def rank_log(world: World, log: logging.Logger | None = None) -> logging.Logger:
 
 def world_line(world: World, batch_size: int) -> str:
     "The log line that says how the run shares its batches."
-    return (f"Distributed: {world.size} processes ({dist.get_backend()}), each with its share of every batch: "
-            f"{batch_size} windows a process, {batch_size * world.size} a batch (batch_size x {world.size})")
+    processes = f"{world.size} process{'es' * (world.size != 1)} ({dist.get_backend()})"
+    return (f"Distributed: {processes}, each with its share of every batch: {batch_size} windows a process, "
+            f"{batch_size * world.size} a batch (batch_size x {world.size})")
