@@ -305,8 +305,6 @@ class TrainingState:
         stopping = EarlyStopping(cfg.early_stopping_patience, cfg.early_stopping_threshold)
         return cls(model, opt, make_scheduler(opt, cfg), stopping, torch.Generator().manual_seed(cfg.seed))
 
-
-
 # %% ../nbs/10_train.ipynb #d76a18c5
 @patch
 def end_epoch(self: TrainingState, train_loss: float, val_loss: float, norms: dict,
