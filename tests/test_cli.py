@@ -8,16 +8,20 @@ import procs
 
 SMALL = ['--hidden-size', '8', '--attention-heads', '2', '--lstm-layers', '1', '--encoder-length', '20']
 
+# one thread a run: these small models gain nothing from two, and two threads a run spin against each other on a
+# loaded machine (as in test_run_folder)
+ENV = {**os.environ, 'PYTHONHASHSEED': '0', 'OMP_NUM_THREADS': '1'}
+
 def run(*args):
     "A console script run to its end; its process group killed in every outcome, or at a scaled safety limit."
-    return procs.run(args, env={**os.environ, 'PYTHONHASHSEED': '0'})
+    return procs.run(args, env=ENV)
 
 def _holds_epoch(side, n): return side.exists() and json.loads(side.read_text())['epoch'] == n
 
 def test_train_then_predict(tmp_path):
     ck = tmp_path / 'ck'
-    r = run('tft_train', '--epochs', '3', '--hidden-size', '16', '--attention-heads', '2', '--checkpoint-dir', str(ck),
-            '--checkpoint-frequency', '1')
+    r = run('tft_train', '--epochs', '3', '--hidden-size', '16', '--attention-heads', '2', '--lstm-layers', '1',
+            '--encoder-length', '20', '--batch-size', '128', '--checkpoint-dir', str(ck), '--checkpoint-frequency', '1')
     assert r.returncode == 0, r.stderr[-2000:]
     names = sorted(os.listdir(ck))
     for stem in ['tft_epoch_001', 'tft_epoch_002', 'tft_epoch_003', 'tft_best', 'tft_last']:
@@ -169,7 +173,7 @@ def test_killed_run_resumes_to_identical_weights(tmp_path):
     r = run(*args, '--checkpoint-dir', str(full))
     assert r.returncode == 0, r.stderr[-2000:]
     side = cut / 'tft_last.json'
-    with procs.started([*args, '--checkpoint-dir', str(cut)], stdout=subprocess.DEVNULL,
+    with procs.started([*args, '--checkpoint-dir', str(cut)], env=ENV, stdout=subprocess.DEVNULL,
                        stderr=subprocess.DEVNULL) as p:
         procs.wait_until(p, lambda: _holds_epoch(side, 1), 'epoch 1 saved in tft_last')
         # well inside epoch 2 (an epoch takes seconds of CPU time): half a second of the run's own work, which a loaded
@@ -292,7 +296,7 @@ def test_overwrite_interrupted_in_its_first_epoch_keeps_the_earlier_run(one_run,
     before = _tree(ck)
     with procs.started(['tft_train', '--epochs', '2', *SMALL, '--batch-size', '64', '--device', 'cpu',
                         '--checkpoint-dir', str(ck), '--overwrite'],
-                       sigint=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) as p:
+                       sigint=True, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) as p:
         while not (line := p.stderr.readline()).startswith('Model:'):   # the first epoch begins
             assert line, 'the run ended before training'
         p.send_signal(signal.SIGINT)

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith('linux'), reason='re
 SMALL = ['--hidden-size', '8', '--attention-heads', '2', '--lstm-layers', '1', '--encoder-length', '20',
          '--device', 'cpu']
 SHORT = ['--val-start', '2000-01-01', '--test-start', '2001-01-01']       # 454 training windows of the built-in data
-MIDDLE = ['--val-start', '2005-01-01', '--test-start', '2006-01-01']      # 2,966 training windows: epochs of 47 steps of 2 x 32
+MIDDLE = ['--val-start', '2005-01-01', '--test-start', '2006-01-01']      # 2,966: epochs of 47 steps of 2 x 32
 ENV = {**os.environ, 'PYTHONHASHSEED': '0', 'OMP_NUM_THREADS': '1'}
 TORCHRUN = [sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc-per-node', '2', '--no-python']
 

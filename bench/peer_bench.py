@@ -1,0 +1,159 @@
+"""tft_nb against pytorch-forecasting on the shared peer task (`bench/TASK.md`), runs interleaved, ratios with spread.
+
+The task and its scoring come from the peer harness itself: `run_peer.py` beside this project
+(`../shared/bench/peer/`) is imported for `score`, `window_origins`, `targets_for`, `build_panel`, `load_raw`,
+`run_baselines`, the contention guard `Contention` and the reference workload `calibrate`; nothing of it is
+copied. The tft_nb side (`--side tft`) builds the task's windows with `make_windows(load_sample(),
+PRESETS['ohlcv_gk_logvol_tft_v1'])`, checks that its test targets equal the harness's, and measures what
+TASK.md section 9 asks, the way `run_peer.py` does:
+
+- a throughput run: a fresh model, `--throughput-epochs` epochs of `train_epoch` (batching included), no validation;
+  training samples/s over epochs 2..N;
+- an accuracy run (unless `--no-accuracy`): `fit` with early stopping on the validation loss (patience 5, threshold
+  0, constant learning rate, gradient clipping 1.0), the best epoch's weights, the test set scored by `score`;
+- inference: the test windows, batch 256, under `torch.inference_mode()`, one warm-up pass then the mean of 5;
+- peak RSS (`ru_maxrss`) of the process, imports included.
+
+The driver (default) alternates the two sides, peer first, `--pairs` times, each in a fresh process, and prints
+each run, then the median and min-max of each figure and of the tft_nb / peer ratios within each pair. It needs
+the peer's venv (`--peer-python`, made as `../shared/bench/peer/README.md` says).
+Run: `python bench/peer_bench.py --peer-python PEER_VENV/bin/python [--pairs 3] [--no-accuracy]
+[--hidden 256 --heads 8 --lstm 2 --batch 32]`."""
+from __future__ import annotations
+import argparse, json, os, resource, statistics, subprocess, sys, tempfile, time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PEER = ROOT.parent / 'shared' / 'bench' / 'peer'
+
+def rss_mib() -> float:
+    "Peak resident memory of this process, MiB."
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+def aligned(rp, data, pred):
+    "The test targets and tft_nb's forecasts (original units), in the harness's window order; targets checked."
+    import numpy as np
+    from tft_nb.evaluate import original_units
+    w = data.test
+    panel = rp.build_panel(rp.load_raw())
+    origins = rp.window_origins(panel, 'test')
+    y = rp.stack_series(rp.targets_for(panel, origins))
+    names = [data.spec.symbols[i] for i in w.series[w.rows].tolist()]
+    at = {(n, int(t)): i for i, (n, t) in enumerate(zip(names, w.time_idx[w.rows].tolist()))}
+    order = np.array([at[(s, int(o))] for s in rp.SERIES for o in origins[s]])
+    ours = original_units(data, w, w.targets().cpu())[order]
+    assert np.abs(ours - y).max() < 1e-6, 'tft_nb test targets differ from the harness'
+    return y, original_units(data, w, pred)[order]
+
+def tft_side(a: argparse.Namespace) -> dict:
+    "The tft_nb run of the task: throughput, accuracy, inference, peak RSS."
+    sys.path.insert(0, str(PEER))
+    import run_peer as rp
+    import torch
+    torch.set_num_threads(a.threads)
+    from tft_nb.data import load_sample
+    from tft_nb.windows import PRESETS, make_windows
+    from tft_nb.model import TFTConfig, TemporalFusionTransformer
+    from tft_nb.train import TrainConfig, TrainingState
+    from tft_nb.fit import train_epoch, fit
+    from tft_nb.evaluate import predict
+    data = make_windows(load_sample(), PRESETS['ohlcv_gk_logvol_tft_v1'])
+    mcfg = TFTConfig(**data.spec.model_sizes(), hidden_size=a.hidden, attention_heads=a.heads, lstm_layers=a.lstm,
+                     dropout=0.1)
+    tcfg = dict(batch_size=a.batch, learning_rate=1e-3, lr_schedule='constant', grad_clip=1.0, seed=42, device='cpu')
+    res = dict(library='tft_nb', config=dict(hidden=a.hidden, heads=a.heads, lstm=a.lstm, batch=a.batch))
+    res['calibration_before'] = rp.calibrate(torch)
+    torch.manual_seed(42)
+    model = TemporalFusionTransformer(mcfg)
+    cfg = TrainConfig(epochs=a.throughput_epochs, **tcfg)
+    state = TrainingState.begin(model, cfg)
+    times = []
+    with rp.Contention() as cont:
+        for _ in range(a.throughput_epochs):
+            t0 = time.perf_counter()
+            train_epoch(state, data.train, cfg, progress=False)
+            state.epoch += 1
+            times.append(time.perf_counter() - t0)
+    warm = times[1:] or times
+    res['throughput'] = dict(epoch_seconds=[round(t, 3) for t in times], n_params=sum(p.numel() for p in
+                             model.parameters()), train_samples_per_s=len(data.train) * len(warm) / sum(warm),
+                             contention=cont.result, peak_rss_mib_after_train=rss_mib())
+    if not a.no_accuracy:
+        torch.manual_seed(42)
+        model = TemporalFusionTransformer(mcfg)
+        with tempfile.TemporaryDirectory() as d, rp.Contention() as cont:
+            out = fit(model, data, TrainConfig(epochs=50, early_stopping_patience=5, early_stopping_threshold=0.0,
+                                               checkpoint_dir=d, checkpoint_frequency=0, **tcfg), progress=False)
+        y, p = aligned(rp, data, predict(model, data.test))
+        res['tft'] = dict(test=rp.score(y, p), epochs_run=len(out.history), best_epoch=out.best_epoch,
+                          contention=cont.result)
+    ts = []
+    with rp.Contention() as cont, torch.inference_mode():
+        for _ in range(6):
+            t0 = time.perf_counter()
+            predict(model, data.test, batch_size=256)
+            ts.append(time.perf_counter() - t0)
+    res['inference'] = dict(forward_samples_per_s=len(data.test) / statistics.mean(ts[1:]), contention=cont.result)
+    res['peak_rss_mib'] = rss_mib()
+    return res
+
+def headline(r: dict) -> dict:
+    "The figures compared: training and inference samples/s, peak RSS, test q-risk, contention."
+    t = r['throughput']
+    out = dict(train=t['train_samples_per_s'], other_cpu=t['contention']['other_cpu_share'],
+               rss=r['peak_rss_mib'])
+    if 'inference' in r: out['infer'] = r['inference']['forward_samples_per_s']
+    if 'tft' in r: out.update(q50=r['tft']['test']['q_risk_p50'], q90=r['tft']['test']['q_risk_p90'])
+    return out
+
+def one_run(side: str, a: argparse.Namespace, out: Path) -> dict:
+    "One side's run in a fresh process; its JSON."
+    sizes = ['--hidden', a.hidden, '--heads', a.heads, '--lstm', a.lstm, '--batch', a.batch]
+    extra = ['--no-accuracy'] if a.no_accuracy else []
+    if side == 'peer': cmd = [a.peer_python, PEER / 'run_peer.py', '--out', out, *sizes, *extra]
+    else: cmd = [sys.executable, __file__, '--side', 'tft', '--out', out, *sizes, *extra]
+    env = {**os.environ, 'PYTHONPATH': f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    r = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, env=env)
+    if r.returncode: raise SystemExit(f"{side} run failed ({r.returncode}):\n{r.stderr[-3000:]}")
+    return json.loads(out.read_text())
+
+def spread(xs: list[float]) -> str:
+    "Median and min-max of `xs`."
+    return f"median {statistics.median(xs):.3f}, min-max {min(xs):.3f}-{max(xs):.3f}"
+
+def drive(a: argparse.Namespace):
+    "Interleaved pairs (peer, then tft_nb), each figure and each ratio with its median and min-max."
+    print(f"peer_bench: {a.pairs} pair(s), hidden {a.hidden}, heads {a.heads}, lstm {a.lstm}, batch {a.batch}, "
+          f"{'throughput only' if a.no_accuracy else 'with accuracy runs'}; {os.cpu_count()} CPUs")
+    rows = []
+    with tempfile.TemporaryDirectory() as d:
+        for i in range(a.pairs):
+            pair = {}
+            for side in ('peer', 'tft'):
+                pair[side] = headline(one_run(side, a, Path(d) / f'{side}{i}.json'))
+                print(f"pair {i + 1} {side:4s} " + ', '.join(f"{k} {v:.4g}" for k, v in pair[side].items()), flush=True)
+            rows.append(pair)
+    for k in rows[0]['tft']:
+        if k == 'other_cpu': continue
+        ratios = [r['tft'][k] / r['peer'][k] for r in rows]
+        print(f"{k:6s} tft_nb {spread([r['tft'][k] for r in rows])}; peer {spread([r['peer'][k] for r in rows])}; "
+              f"tft_nb / peer {spread(ratios)}")
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument('--side', choices=('drive', 'tft'), default='drive')
+    p.add_argument('--out', type=Path)
+    p.add_argument('--peer-python', default=str(ROOT.parent / 'peer-venv' / 'bin' / 'python'))
+    p.add_argument('--pairs', type=int, default=3)
+    p.add_argument('--hidden', type=int, default=32)
+    p.add_argument('--heads', type=int, default=4)
+    p.add_argument('--lstm', type=int, default=1)
+    p.add_argument('--batch', type=int, default=64)
+    p.add_argument('--threads', type=int, default=2)
+    p.add_argument('--throughput-epochs', type=int, default=10)
+    p.add_argument('--no-accuracy', action='store_true')
+    a = p.parse_args()
+    if a.side == 'drive': return drive(a)
+    a.out.write_text(json.dumps(tft_side(a), indent=1))
+
+if __name__ == '__main__': main()
