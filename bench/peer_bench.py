@@ -108,7 +108,8 @@ def headline(r: dict) -> dict:
 
 def one_run(side: str, a: argparse.Namespace, out: Path) -> dict:
     "One side's run in a fresh process; its JSON."
-    sizes = ['--hidden', a.hidden, '--heads', a.heads, '--lstm', a.lstm, '--batch', a.batch]
+    sizes = ['--hidden', a.hidden, '--heads', a.heads, '--lstm', a.lstm, '--batch', a.batch, '--throughput-epochs',
+             a.throughput_epochs]
     extra = ['--no-accuracy'] if a.no_accuracy else []
     if side == 'peer': cmd = [a.peer_python, PEER / 'run_peer.py', '--out', out, *sizes, *extra]
     else: cmd = [sys.executable, __file__, '--side', 'tft', '--out', out, *sizes, *extra]
@@ -134,7 +135,7 @@ def drive(a: argparse.Namespace):
                 print(f"pair {i + 1} {side:4s} " + ', '.join(f"{k} {v:.4g}" for k, v in pair[side].items()), flush=True)
             rows.append(pair)
     for k in rows[0]['tft']:
-        if k == 'other_cpu': continue
+        if k == 'other_cpu' or k not in rows[0]['peer']: continue          # a throughput-only peer run: no inference
         ratios = [r['tft'][k] / r['peer'][k] for r in rows]
         print(f"{k:6s} tft_nb {spread([r['tft'][k] for r in rows])}; peer {spread([r['peer'][k] for r in rows])}; "
               f"tft_nb / peer {spread(ratios)}")
