@@ -59,6 +59,14 @@ def job(args: list, **kw):
                 with contextlib.suppress(ProcessLookupError, PermissionError): os.killpg(pid, signal.SIGKILL)
 
 
+def wait_workers_cpu(p: subprocess.Popen, seconds: float, what: str):
+    "Wait until the workers of job `p` have used `seconds` more CPU time together: a point in their work."
+    w = workers(p)
+    used = lambda: sum(procs.pid_cpu_seconds(pid) or 0 for pid in w.values())
+    c0 = used()
+    procs.wait_until(p, lambda: used() - c0 >= seconds, what)
+
+
 def torchrun(*args) -> subprocess.CompletedProcess:
     "A two-process job run to its end."
     with job(list(args)) as p:
@@ -153,10 +161,7 @@ def test_a_two_process_run_resumes_exactly_and_in_one_process_with_a_line(tmp_pa
     assert r.returncode == 0, r.stderr[-3000:]
     with job([*args, '--checkpoint-dir', part]) as p:
         procs.wait_until(p, lambda: _epoch(part / 'tft_last.json') == 1, 'epoch 1 saved')
-        w = workers(p)
-        used = lambda: sum(procs.pid_cpu_seconds(pid) or 0 for pid in w.values())
-        c0 = used()
-        procs.wait_until(p, lambda: used() - c0 >= 0.5, '0.5 CPU seconds of epoch 2 in the workers')
+        wait_workers_cpu(p, 0.5, '0.5 CPU seconds of epoch 2 in the workers')
         p.send_signal(signal.SIGTERM)
         err = procs.communicate(p)[1]
     lines = [x for x in err.splitlines() if x.startswith('tft_train: interrupted; SIGTERM')]
@@ -184,10 +189,7 @@ def test_an_overwrite_stopped_in_its_first_epoch_keeps_the_earlier_run(tmp_path)
     before = {p.name: p.read_bytes() for p in ck.iterdir()}
     with job(['tft_train', '--epochs', '3', *SMALL, '--batch-size', '32', '--overwrite', '--checkpoint-dir', ck]) as p:
         procs.wait_until(p, lambda: (ck / '.tft_run.lock').exists() and len(workers(p)) == 2, 'the folder locked')
-        w = workers(p)
-        used = lambda: sum(procs.pid_cpu_seconds(pid) or 0 for pid in w.values())
-        c0 = used()
-        procs.wait_until(p, lambda: used() - c0 >= 1.0, '1 CPU second of epoch 1 in the workers')
+        wait_workers_cpu(p, 1.0, '1 CPU second of epoch 1 in the workers')
         p.send_signal(signal.SIGTERM)
         err = procs.communicate(p)[1]
     lines = [x for x in err.splitlines() if x.startswith('tft_train:')]
