@@ -11,8 +11,8 @@ import torch.nn.functional as F
 from torch import nn, Tensor
 
 # %% auto #0
-__all__ = ['VariableLinear', 'VariableLayerNorm', 'packed_dropout', 'dropout', 'Dropout', 'GatedLinearUnit', 'GateAddNorm',
-           'GatedResidualNetwork']
+__all__ = ['PACKED_MIN', 'VariableLinear', 'VariableLayerNorm', 'keep_mask', 'packed_dropout', 'dropout', 'Dropout',
+           'GatedLinearUnit', 'GateAddNorm', 'GatedResidualNetwork']
 
 # %% ../nbs/03_gating.ipynb #a6302ea9
 class VariableLinear(nn.Module):
@@ -52,22 +52,33 @@ def _layer_norm(d:int, variables:int=0) -> nn.Module:
     return VariableLayerNorm(variables, d) if variables else nn.LayerNorm(d)
 
 # %% ../nbs/03_gating.ipynb #0433ada6
-def packed_dropout(x:Tensor, p:float) -> Tensor:
-    "Inverted dropout with four elements per random 64-bit draw; the rate is `p` rounded to a multiple of 1/32768."
+@torch.library.custom_op('tft_nb::keep_mask', mutates_args=())
+def keep_mask(x:Tensor, p:float) -> Tensor:
+    "Inverted-dropout multipliers for `x`: 0, or 32768/(32768-k) kept; four elements per random 64-bit draw."
     k = round(p * 32768)                                                   # drop when a 15-bit uniform draw < k
-    if k >= 32768: return torch.zeros_like(x)
+    if k >= 32768: return torch.zeros(x.shape, dtype=x.dtype, device=x.device)
     n = x.numel()
     draws = (n + 3) // 4                                                   # one draw per 4 elements
     r = torch.empty(draws, dtype=torch.int64, device=x.device).random_()   # uniform on [0, 2**63): 63 random bits
     u = r.view(torch.int16)[:n].bitwise_and_(0x7FFF)                       # 4 independent 15-bit uniforms per draw
     keep = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     torch.ge(u.view(x.shape), k, out=keep)                                 # 1.0 kept, 0.0 dropped
-    return x * keep.mul_(32768 / (32768 - k))
+    return keep.mul_(32768 / (32768 - k))
+
+@keep_mask.register_fake
+def _(x, p): return torch.empty(x.shape, dtype=x.dtype, device=x.device)   # for torch.compile: shape, contiguous
+
+def packed_dropout(x:Tensor, p:float) -> Tensor:
+    "Inverted dropout with four elements per random 64-bit draw; the rate is `p` rounded to a multiple of 1/32768."
+    return x * keep_mask(x.detach(), p)
+
+PACKED_MIN = 8192   # elements from which eager CPU dropout is packed
 
 def dropout(x:Tensor, p:float, training:bool=True) -> Tensor:
-    "Inverted dropout: `packed_dropout` for large CPU tensors, else PyTorch's kernel."
+    "Inverted dropout: `packed_dropout` for large CPU tensors (all, when compiled), else PyTorch's kernel."
     if not training or p == 0: return x
-    if x.device.type != 'cpu' or x.numel() < 8192: return F.dropout(x, p, True)   # small tensors: fixed costs dominate
+    if x.device.type != 'cpu': return F.dropout(x, p, True)
+    if not torch.compiler.is_compiling() and x.numel() < PACKED_MIN: return F.dropout(x, p, True)   # fixed costs
     return packed_dropout(x, p)
 
 class Dropout(nn.Dropout):
