@@ -7,13 +7,14 @@
 #         H hidden, nh heads, L LSTM layers, Q quantiles.
 from __future__ import annotations
 from dataclasses import dataclass, asdict
+from fastcore.basics import patch
 import torch
 import torch.nn.functional as F
 from torch import nn, Tensor
 from .windows import Batch
 from .checks import check_fields, check_ints
 from .gating import GateAddNorm, GatedResidualNetwork
-from .selection import RealEmbedding, VariableSelectionNetwork, StaticCovariateEncoder
+from .selection import RealEmbedding, VariableSelectionNetwork, StaticContexts, StaticCovariateEncoder
 from .attention import InterpretableMultiHeadAttention, causal_mask
 
 # %% auto #0
@@ -122,24 +123,52 @@ class TemporalFusionTransformer(nn.Module):
         self.output_gate = GateAddNorm(H, H)                                        # Eq. 22, no dropout
         self.output = nn.Linear(H, len(c.quantiles))                                # Eq. 23
         self.register_buffer('mask', causal_mask(c.horizon, c.encoder_length + c.horizon), persistent=False)
+        self.compiled = None                                                        # `compile`: compiled stages
 
-    def forward(self, batch:Batch) -> TFTOutput:
-        c = self.config
-        _check_batch(batch, c)
-        Te = batch.encoder.shape[1]                                                 # B, Te, Td: as in the comments
+    def select_inputs(self, batch:Batch) -> tuple[StaticContexts, Tensor, Tensor, Tensor, Tensor]:
+        "The stage before the LSTMs: static contexts, and the past and future inputs selected (Eqs. 6-8)."
         ctx = self.static(batch.static)                                             # 4 x (B, H), (B, S)
         emb_e = self.encoder_embedding(batch.encoder)                               # (B, Te, Ve, H)
         emb_d = self.decoder_embedding(batch.decoder)                               # (B, Td, Vd, H)
         x_e, w_e = self.encoder_selection(emb_e, ctx.selection)                     # (B, Te, H), (B, Te, Ve)
         x_d, w_d = self.decoder_selection(emb_d, ctx.selection)                     # (B, Td, H), (B, Td, Vd)
-        state = tuple(s.expand(c.lstm_layers, -1, -1).contiguous() for s in (ctx.hidden, ctx.cell))  # 2 x (L, B, H)
-        h_e, state = _lstm(self.lstm_encoder, x_e, state)                           # (B, Te, H)
-        h_d, _ = _lstm(self.lstm_decoder, x_d, state)                               # (B, Td, H)
+        return ctx, x_e, w_e, x_d, w_d
+
+    def decode(self, h_e:Tensor, h_d:Tensor, x_e:Tensor, x_d:Tensor, c_e:Tensor) -> tuple[Tensor, Tensor]:
+        "The stage after the LSTMs (Eqs. 17-23): quantiles (B, Td, Q) and attention (B, nh, Td, T)."
+        Te = h_e.shape[1]
         phi = self.lstm_gate(torch.cat([h_e, h_d], 1), torch.cat([x_e, x_d], 1))    # (B, T, H)
-        theta = self.static_enrichment(phi, ctx.enrichment)                         # (B, T, H)
+        theta = self.static_enrichment(phi, c_e)                                    # (B, T, H)
         beta, attn = self.attention(theta[:, Te:], theta, theta, self.mask)         # (B, Td, H), (B, nh, Td, T)
         delta = self.attention_gate(beta, theta[:, Te:])                            # (B, Td, H)
         psi = self.output_gate(self.positionwise(delta), phi[:, Te:])               # (B, Td, H)
         q = self.output(psi)                                                        # (B, Td, Q)
-        if c.monotone_quantiles: q = non_crossing(q)
+        return (non_crossing(q) if self.config.monotone_quantiles else q), attn
+
+    def forward(self, batch:Batch) -> TFTOutput:
+        c = self.config
+        _check_batch(batch, c)
+        select, decode = self.compiled or (self.select_inputs, self.decode)
+        ctx, x_e, w_e, x_d, w_d = select(batch)
+        state = tuple(s.expand(c.lstm_layers, -1, -1).contiguous() for s in (ctx.hidden, ctx.cell))  # 2 x (L, B, H)
+        h_e, state = _lstm(self.lstm_encoder, x_e, state)                           # (B, Te, H)
+        h_d, _ = _lstm(self.lstm_decoder, x_d, state)                               # (B, Td, H)
+        q, attn = decode(h_e, h_d, x_e, x_d, ctx.enrichment)
         return TFTOutput(q, ctx.weights, w_e, w_d, attn.mean(1))
+
+# %% ../nbs/06_model.ipynb #b9b1c2a7
+def _batch_dynamic(f):
+    "`f`, marking axis 0 (the batch) of its tensor arguments dynamic, so that one graph serves every batch size."
+    def call(*args):
+        for t in torch.utils._pytree.tree_leaves(args):
+            if torch.is_tensor(t) and t.dim(): torch._dynamo.maybe_mark_dynamic(t, 0)
+        return f(*args)
+    return call
+
+@patch
+def compile(self:TemporalFusionTransformer, **kwargs):
+    "torch.compile the stages before and after the LSTMs, each as one whole graph; `kwargs` go to `torch.compile`."
+    inductor = kwargs.get('backend', 'inductor') == 'inductor' and 'mode' not in kwargs
+    opts = dict(fullgraph=True) | (dict(options=dict(fallback_random=True)) if inductor else {}) | kwargs
+    self.compiled = tuple(_batch_dynamic(torch.compile(f, **opts)) for f in (self.select_inputs, self.decode))
+    return self
