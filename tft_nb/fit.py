@@ -11,18 +11,18 @@ import pandas as pd, torch
 from .checks import SettingError
 from .windows import Windows, WindowData, DataConfig
 from .model import TemporalFusionTransformer
-from .evaluate import check_series
+from .evaluate import check_series, bf16_autocast
 from .train import (TrainConfig, TrainingState, EpochProgress, GradNormStats, HISTORY_COLUMNS, Diverged,
                           check_gradients, check_grad_norms, divergence, micro_batch_weights, train_step)
 from .checkpoint import held_signals
 from .run_folder import RunFolder, RunInterrupted, run_data
-from .device import resolve_device, check_batch_fits
+from .device import resolve_device, check_batch_fits, keep_freed_memory
 from .distributed import (World, ALONE, agree, agreed_stop, distributed, mean, own, per_rank, rank_device,
                                 rank_log, shard_batches, val_loss, world_line, wrap)
 
 # %% auto #0
 __all__ = ['in_notebook', 'progress_bar', 'visible_log', 'chunked', 'epoch_steps', 'train_epoch', 'check_training_data',
-           'log_epoch', 'FitResult', 'finish', 'log_configuration', 'run_epoch', 'fit']
+           'log_epoch', 'FitResult', 'finish', 'log_configuration', 'run_epoch', 'warm_up', 'fit']
 
 # %% ../nbs/14_fit.ipynb #d036a94e
 def in_notebook() -> bool:
@@ -195,6 +195,19 @@ def run_epoch(state: TrainingState, data: WindowData, cfg: TrainConfig, folder: 
     if stop(): raise _stopped(signals, f"after epoch {state.epoch}", folder)
 
 # %% ../nbs/14_fit.ipynb #431bbcbb
+def warm_up(model: TemporalFusionTransformer, windows: Windows, batch_size: int, autocast: bool = False) -> float:
+    "Compile `model`'s training and evaluation graphs on a batch of `windows`, leaving weights and RNG as they were."
+    t0, device = time.perf_counter(), windows.rows.device
+    idx = torch.arange(min(batch_size, len(windows)), device=device)
+    with torch.random.fork_rng(devices=[device] if device.type == 'cuda' else []):
+        with bf16_autocast(device, autocast): model(windows.batch(idx)).quantiles.float().sum().backward()
+        model.eval()
+        with torch.inference_mode(), bf16_autocast(device, autocast): model(windows.batch(idx))   # as `infer` does
+        model.train()
+    model.zero_grad(set_to_none=True)
+    return time.perf_counter() - t0
+
+# %% ../nbs/14_fit.ipynb #8c4c169e
 def fit(model: TemporalFusionTransformer, data: WindowData, cfg: TrainConfig = TrainConfig(),
         data_config: DataConfig | None = None, resume: str | None = None, log: logging.Logger | None = None,
         progress: bool | None = None, optimizer: torch.optim.Optimizer | None = None,
@@ -206,6 +219,7 @@ def fit(model: TemporalFusionTransformer, data: WindowData, cfg: TrainConfig = T
         agree(world, _check_fit, model, data, cfg.batch_size, device)   # one rank's error stops all
         with RunFolder.shared(cfg, model, run_data(data, data_config), resume, log, world) as folder:   # locked
             model.to(device)
+            if device.type == 'cpu': keep_freed_memory()                 # reuse freed memory: no page faults per step
             data, autocast = data.to(device), cfg.bf16 and device.type == 'cuda'
             state = TrainingState.begin(model, cfg, optimizer, world.rank)   # seeded; the optimizer checked
             with folder.interrupts(), held_signals() as signals:      # Ctrl-C, SIGTERM: stop after the step, saved
@@ -215,6 +229,9 @@ def fit(model: TemporalFusionTransformer, data: WindowData, cfg: TrainConfig = T
                 n = sum(p.numel() for p in model.parameters())
                 log.info(f"Model: {n:,} parameters on {device}, {'bf16 autocast' if autocast else 'fp32'}")
                 if world is not ALONE: log.info(world_line(world, cfg.batch_size))
+                if cfg.compile:
+                    seconds = warm_up(model.compile(), data.train, cfg.batch_size, autocast)
+                    log.info(f"torch.compile: the training and evaluation graphs compiled in {seconds:.1f} s")
                 while state.epoch < cfg.epochs and not state.stopping.stopped:
                     run_epoch(state, data, cfg, folder, signals, autocast, progress, log)
             return finish(state, folder, cfg, log)
