@@ -1,0 +1,102 @@
+"""What each speed lever of issue 27 gives to a training step and to inference, each measured on its own.
+
+Variants, each in a fresh process, interleaved over `--rounds` rounds (these machines are noisy):
+- `eager`: the model as it runs without any lever (glibc's default allocator thresholds);
+- `keep`: `keep_freed_memory()` (13_device), which `fit` calls for every CPU run;
+- `compile`: `keep` plus `TemporalFusionTransformer.compile()` (06_model), warmed up by `fit.warm_up`.
+A process trains `--steps` steps of `train_step` on the benchmark task's windows (batch `--batch`, gradient clipping
+1.0, fused Adam, dropout 0.1) after `--warm` untimed ones, then runs inference over the test windows (batch 256, one
+untimed pass, then `--passes`). It prints training and inference samples/s, the compile time, and peak RSS. The
+driver prints each run, then per variant the median and min-max, and the ratio to `eager` within each round.
+Run: `python bench/speed_bench.py [--hidden 32 --heads 4 --lstm 1 --batch 64] [--rounds 3]
+[--variants eager,keep,compile]`"""
+from __future__ import annotations
+import argparse, json, os, resource, statistics, subprocess, sys, time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def one(a: argparse.Namespace) -> dict:
+    "One variant's run: training and inference samples/s, compile seconds, peak RSS (MiB)."
+    import torch
+    torch.set_num_threads(a.threads)
+    from tft_nb.data import load_sample
+    from tft_nb.windows import PRESETS, make_windows
+    from tft_nb.model import TFTConfig, TemporalFusionTransformer
+    from tft_nb.train import TrainConfig, TrainingState, train_step
+    from tft_nb.device import keep_freed_memory
+    from tft_nb.fit import warm_up
+    from tft_nb.evaluate import predict
+    if a.variant != 'eager': keep_freed_memory()
+    data = make_windows(load_sample(), PRESETS['ohlcv_gk_logvol_tft_v1'])
+    torch.manual_seed(42)
+    model = TemporalFusionTransformer(TFTConfig(**data.spec.model_sizes(), hidden_size=a.hidden,
+                                                attention_heads=a.heads, lstm_layers=a.lstm, dropout=0.1))
+    cfg = TrainConfig(batch_size=a.batch, grad_clip=1.0, device='cpu')
+    state = TrainingState.begin(model, cfg)
+    compile_s = warm_up(model.compile(), data.train, a.batch) if a.variant == 'compile' else 0.0
+    gen = torch.Generator().manual_seed(0)
+    batches = [b for b, _ in zip(data.train.batches(a.batch, shuffle=True, generator=gen, drop_last=True),
+                                 range(a.warm + a.steps))]
+    for b in batches[:a.warm]: train_step(model, state.opt, [b], 1.0)
+    t0 = time.perf_counter()
+    for b in batches[a.warm:]: train_step(model, state.opt, [b], 1.0)
+    train = a.steps * a.batch / (time.perf_counter() - t0)
+    predict(model, data.test, batch_size=256)
+    t0 = time.perf_counter()
+    for _ in range(a.passes): predict(model, data.test, batch_size=256)
+    infer = a.passes * len(data.test) / (time.perf_counter() - t0)
+    return dict(train=train, infer=infer, compile_s=compile_s,
+                rss=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+
+
+def spread(xs: list[float]) -> str:
+    "Median and min-max of `xs`."
+    return f"median {statistics.median(xs):.3f}, min-max {min(xs):.3f}-{max(xs):.3f}"
+
+
+def drive(a: argparse.Namespace):
+    "Interleaved rounds of the variants; each figure and its ratio to `eager` with median and min-max."
+    variants = a.variants.split(',')
+    print(f"speed_bench: hidden {a.hidden}, heads {a.heads}, lstm {a.lstm}, batch {a.batch}, {a.steps} steps, "
+          f"{a.rounds} round(s) of {', '.join(variants)}; {os.cpu_count()} CPUs, {a.threads} threads", flush=True)
+    rows = []
+    for i in range(a.rounds):
+        row = {}
+        for v in variants:
+            cmd = [sys.executable, __file__, '--one', v, *sum(([f'--{k}', str(getattr(a, k))] for k in
+                   ('hidden', 'heads', 'lstm', 'batch', 'steps', 'warm', 'passes', 'threads')), [])]
+            env = {**os.environ, 'PYTHONPATH': f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+            r = subprocess.run(cmd, capture_output=True, text=True, env=env)
+            if r.returncode: raise SystemExit(f"{v} failed:\n{r.stderr[-3000:]}")
+            row[v] = json.loads(r.stdout.strip().splitlines()[-1])
+            print(f"round {i + 1} {v:8s} " + ', '.join(f"{k} {x:.4g}" for k, x in row[v].items()), flush=True)
+        rows.append(row)
+    for v in variants:
+        for k in ('train', 'infer', 'rss'):
+            xs = [r[v][k] for r in rows]
+            ratio = f"; / eager {spread([r[v][k] / r['eager'][k] for r in rows])}" if 'eager' in variants else ''
+            print(f"{v:8s} {k:6s} {spread(xs)}{ratio}")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument('--one', choices=('eager', 'keep', 'compile'))
+    p.add_argument('--variants', default='eager,keep,compile')
+    p.add_argument('--rounds', type=int, default=3)
+    p.add_argument('--hidden', type=int, default=32)
+    p.add_argument('--heads', type=int, default=4)
+    p.add_argument('--lstm', type=int, default=1)
+    p.add_argument('--batch', type=int, default=64)
+    p.add_argument('--steps', type=int, default=40)
+    p.add_argument('--warm', type=int, default=5)
+    p.add_argument('--passes', type=int, default=5)
+    p.add_argument('--threads', type=int, default=2)
+    a = p.parse_args()
+    if a.one is None: return drive(a)
+    a.variant = a.one
+    print(json.dumps(one(a)))
+
+
+if __name__ == '__main__': main()
