@@ -14,11 +14,15 @@ TASK.md section 9 asks, the way `run_peer.py` does:
 - inference: the test windows, batch 256, under `torch.inference_mode()`, one warm-up pass then the mean of 5;
 - peak RSS (`ru_maxrss`) of the process, imports included.
 
-The driver (default) alternates the two sides, peer first, `--pairs` times, each in a fresh process, and prints
-each run, then the median and min-max of each figure and of the tft_nb / peer ratios within each pair. It needs
-the peer's venv (`--peer-python`, made as `../shared/bench/peer/README.md` says).
+Like `fit`, the tft_nb side calls `keep_freed_memory()`; `--compile` compiles the model as `--compile` does (the
+compile time is in the JSON, not in the throughput).
+
+The driver (default) runs the sides of `--sides` in turn (peer first; `tft-compile` is the tft_nb side with
+`--compile`), `--pairs` rounds, each run in a fresh process, and prints each run, then the median and min-max of
+each figure and of each side's ratio to the peer within each round. It needs the peer's venv (`--peer-python`, made
+as `../shared/bench/peer/README.md` says).
 Run: `python bench/peer_bench.py --peer-python PEER_VENV/bin/python [--pairs 3] [--no-accuracy]
-[--hidden 256 --heads 8 --lstm 2 --batch 32]`."""
+[--sides peer,tft,tft-compile] [--hidden 256 --heads 8 --lstm 2 --batch 32] [--throughput-epochs 10]`."""
 from __future__ import annotations
 import argparse, json, os, resource, statistics, subprocess, sys, tempfile, time
 from pathlib import Path
@@ -57,6 +61,9 @@ def tft_side(a: argparse.Namespace) -> dict:
     from tft_nb.train import TrainConfig, TrainingState
     from tft_nb.fit import train_epoch, fit
     from tft_nb.evaluate import predict
+    from tft_nb.device import keep_freed_memory
+    from tft_nb.fit import warm_up
+    keep_freed_memory()                                                  # as `fit` does for every CPU run
     data = make_windows(load_sample(), PRESETS['ohlcv_gk_logvol_tft_v1'])
     mcfg = TFTConfig(**data.spec.model_sizes(), hidden_size=a.hidden, attention_heads=a.heads, lstm_layers=a.lstm,
                      dropout=0.1)
@@ -67,6 +74,7 @@ def tft_side(a: argparse.Namespace) -> dict:
     model = TemporalFusionTransformer(mcfg)
     cfg = TrainConfig(epochs=a.throughput_epochs, **tcfg)
     state = TrainingState.begin(model, cfg)
+    if a.compile: res['compile_seconds'] = warm_up(model.compile(), data.train, a.batch)   # as `fit` does
     times = []
     with rp.Contention() as cont:
         for _ in range(a.throughput_epochs):
@@ -83,7 +91,8 @@ def tft_side(a: argparse.Namespace) -> dict:
         model = TemporalFusionTransformer(mcfg)
         with tempfile.TemporaryDirectory() as d, rp.Contention() as cont:
             out = fit(model, data, TrainConfig(epochs=50, early_stopping_patience=5, early_stopping_threshold=0.0,
-                                               checkpoint_dir=d, checkpoint_frequency=0, **tcfg), progress=False)
+                                               checkpoint_dir=d, checkpoint_frequency=0, compile=a.compile, **tcfg),
+                      progress=False)
         y, p = aligned(rp, data, predict(model, data.test))
         res['tft'] = dict(test=rp.score(y, p), epochs_run=len(out.history), best_epoch=out.best_epoch,
                           contention=cont.result)
@@ -104,6 +113,7 @@ def headline(r: dict) -> dict:
                rss=r['peak_rss_mib'])
     if 'inference' in r: out['infer'] = r['inference']['forward_samples_per_s']
     if 'tft' in r: out.update(q50=r['tft']['test']['q_risk_p50'], q90=r['tft']['test']['q_risk_p90'])
+    if 'compile_seconds' in r: out['compile_s'] = r['compile_seconds']
     return out
 
 def one_run(side: str, a: argparse.Namespace, out: Path) -> dict:
@@ -112,7 +122,9 @@ def one_run(side: str, a: argparse.Namespace, out: Path) -> dict:
              a.throughput_epochs]
     extra = ['--no-accuracy'] if a.no_accuracy else []
     if side == 'peer': cmd = [a.peer_python, PEER / 'run_peer.py', '--out', out, *sizes, *extra]
-    else: cmd = [sys.executable, __file__, '--side', 'tft', '--out', out, *sizes, *extra]
+    else:
+        compiled = ['--compile'] * (a.compile or side == 'tft-compile')
+        cmd = [sys.executable, __file__, '--side', 'tft', '--out', out, *sizes, *extra, *compiled]
     env = {**os.environ, 'PYTHONPATH': f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     r = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, env=env)
     if r.returncode: raise SystemExit(f"{side} run failed ({r.returncode}):\n{r.stderr[-3000:]}")
@@ -123,22 +135,26 @@ def spread(xs: list[float]) -> str:
     return f"median {statistics.median(xs):.3f}, min-max {min(xs):.3f}-{max(xs):.3f}"
 
 def drive(a: argparse.Namespace):
-    "Interleaved pairs (peer, then tft_nb), each figure and each ratio with its median and min-max."
-    print(f"peer_bench: {a.pairs} pair(s), hidden {a.hidden}, heads {a.heads}, lstm {a.lstm}, batch {a.batch}, "
-          f"{'throughput only' if a.no_accuracy else 'with accuracy runs'}; {os.cpu_count()} CPUs")
+    "Interleaved rounds (peer first), each figure and each ratio to the peer's with its median and min-max."
+    sides = a.sides.split(',')
+    print(f"peer_bench: {a.pairs} round(s) of {', '.join(sides)}; hidden {a.hidden}, heads {a.heads}, lstm {a.lstm}, "
+          f"batch {a.batch}, {'throughput only' if a.no_accuracy else 'with accuracy runs'}; {os.cpu_count()} CPUs")
     rows = []
     with tempfile.TemporaryDirectory() as d:
         for i in range(a.pairs):
-            pair = {}
-            for side in ('peer', 'tft'):
-                pair[side] = headline(one_run(side, a, Path(d) / f'{side}{i}.json'))
-                print(f"pair {i + 1} {side:4s} " + ', '.join(f"{k} {v:.4g}" for k, v in pair[side].items()), flush=True)
-            rows.append(pair)
-    for k in rows[0]['tft']:
-        if k == 'other_cpu' or k not in rows[0]['peer']: continue          # a throughput-only peer run: no inference
-        ratios = [r['tft'][k] / r['peer'][k] for r in rows]
-        print(f"{k:6s} tft_nb {spread([r['tft'][k] for r in rows])}; peer {spread([r['peer'][k] for r in rows])}; "
-              f"tft_nb / peer {spread(ratios)}")
+            row = {}
+            for side in sides:
+                row[side] = headline(one_run(side, a, Path(d) / f'{side}{i}.json'))
+                figures = ", ".join(f"{k} {v:.4g}" for k, v in row[side].items())
+                print(f"round {i + 1} {side:11s} {figures}", flush=True)
+            rows.append(row)
+    for side in [s for s in sides if s != 'peer']:
+        for k in rows[0][side]:
+            line = f"{side:11s} {k:9s} {spread([r[side][k] for r in rows])}"
+            if k != 'other_cpu' and k in rows[0].get('peer', {}):        # a throughput-only peer run: no inference
+                line += (f"; peer {spread([r['peer'][k] for r in rows])}; "
+                         f"/ peer {spread([r[side][k] / r['peer'][k] for r in rows])}")
+            print(line)
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -153,6 +169,8 @@ def main():
     p.add_argument('--threads', type=int, default=2)
     p.add_argument('--throughput-epochs', type=int, default=10)
     p.add_argument('--no-accuracy', action='store_true')
+    p.add_argument('--compile', action='store_true', help="tft_nb: TemporalFusionTransformer.compile(), as --compile")
+    p.add_argument('--sides', default='peer,tft', help="the runs of a round, in order: peer, tft, tft-compile")
     a = p.parse_args()
     if a.side == 'drive': return drive(a)
     a.out.write_text(json.dumps(tft_side(a), indent=1))
