@@ -7,7 +7,9 @@ forward+backward pass on the CPU, and on CUDA when available (float32 and bfloat
 As a physical reference, the FLOPs of that pass are counted with `torch.utils.flop_counter.FlopCounterMode` (it
 does not see the fused LSTM kernels, whose matmul FLOPs are added analytically: 2 * B * T * 4H * (d_in + H) per
 layer forward, twice that backward) and a plain matmul workload of the same FLOPs is timed in the same run, giving
-the achieved FLOP/s of both. Run: `python bench/model_bench.py [--batch 32] [--reps 10] [--threads N]`."""
+the achieved FLOP/s of both. Like `fit`, it calls `keep_freed_memory()`; `--compile` compiles the model first
+(`TemporalFusionTransformer.compile`). Run: `python bench/model_bench.py [--batch 32] [--reps 10] [--threads N]
+[--compile]`."""
 from __future__ import annotations
 import argparse, statistics, time
 
@@ -16,6 +18,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from tft_nb.model import TFTConfig, TemporalFusionTransformer
 from tft_nb.windows import Batch
+from tft_nb.device import keep_freed_memory
 
 def make_batch(cfg: TFTConfig, B: int, device) -> Batch:
     "A random batch of the config's shape on `device`."
@@ -61,14 +64,15 @@ def matmul_reference(flops: float, device, dtype, n: int):
         for _ in range(k): a @ b
     return work, k
 
-def bench(device, B: int, reps: int, autocast: bool) -> dict:
+def bench(device, B: int, reps: int, autocast: bool, compiled: bool = False) -> dict:
     torch.manual_seed(0)
     cfg = TFTConfig()
     model = TemporalFusionTransformer(cfg).to(device).train()
     b = make_batch(cfg, B, device)
-    step = step_fn(model, b, autocast)
-    with FlopCounterMode(display=False) as fc: step()
+    with FlopCounterMode(display=False) as fc: step_fn(model, b, autocast)()
     counted = fc.get_total_flops()
+    if compiled: model.compile()
+    step = step_fn(model, b, autocast)
     total = counted + lstm_flops(cfg, B)
     t_model = timed(step, device, reps)
     n = 1024 if device.type == 'cuda' else 512
@@ -92,16 +96,18 @@ def main():
     ap.add_argument('--batch', type=int, default=32)
     ap.add_argument('--reps', type=int, default=10)
     ap.add_argument('--threads', type=int, default=0, help='CPU threads (0: torch default)')
+    ap.add_argument('--compile', action='store_true', help='TemporalFusionTransformer.compile() first')
     a = ap.parse_args()
     if a.threads: torch.set_num_threads(a.threads)
-    cpu = bench(torch.device('cpu'), a.batch, a.reps, autocast=False)
+    keep_freed_memory()
+    cpu = bench(torch.device('cpu'), a.batch, a.reps, autocast=False, compiled=a.compile)
     c = cpu['cfg']
     print(f"TFTConfig: hidden {c.hidden_size}, heads {c.attention_heads}, LSTM layers {c.lstm_layers}, "
           f"dropout {c.dropout}, quantiles {c.quantiles}; "
           f"Te {c.encoder_length}, Td {c.horizon}, Ve {c.encoder_vars}, Vd {c.decoder_vars}, "
           f"static {c.static_cardinalities}")
     print(f"parameters: {cpu['params']:,}; torch {torch.__version__}, {torch.get_num_threads()} CPU threads; "
-          f"median of {a.reps} after 3 warm-ups")
+          f"median of {a.reps} after 3 warm-ups; {'compiled' if a.compile else 'eager'}")
     report('cpu float32', cpu, a.batch)
     if torch.cuda.is_available():
         dev = torch.device('cuda')
