@@ -8,7 +8,9 @@
 #   4. tft_predict of that run's best checkpoint on CUDA and on the CPU: the largest difference of the forecasts.
 #   5. tft_train under torchrun (world size 1 on one GPU: NCCL, DistributedDataParallel; all GPUs when there are
 #      more), a small model for 2 epochs, then tft_predict of its best checkpoint without torchrun;
-#   6. nbdev_test, the notebooks' inline tests, on a machine with CUDA, in the time left of a 570 s budget.
+#   6. tft_train --compile on $DEVICE (torch.compile of the model's two stages, inductor/Triton), 3 epochs of the task's
+#      sizes, and the same run without it: the log's compile time and epoch seconds (issue 27);
+#   7. nbdev_test, the notebooks' inline tests, on a machine with CUDA, in the time left of a 570 s budget.
 # Everything lands in $OUT. Device call: run(command="bash tools/gpu_check.sh", carry=[".whl"], timeout_s=590).
 # Locally (CPU, to check the script): NO_WHEELS=1 DEVICE=cpu NORM_ARGS="--steps 3 --hidden 16 --heads 2" OUT=/tmp/gpu_out bash tools/gpu_check.sh
 set -uo pipefail
@@ -49,6 +51,12 @@ timeout 180 python3 -m torch.distributed.run --standalone --nproc-per-node "$gpu
 echo "torchrun ($gpus process(es)): exit ${PIPESTATUS[0]}" | tee -a "$OUT/torchrun.txt"
 timeout 60 tft_predict --checkpoint /tmp/ddp_run/tft_best --output /tmp/ddp_fc.csv --device "$DEVICE" 2>&1 \
   | tee -a "$OUT/torchrun.txt"
+echo "== tft_train --compile on $DEVICE, and without it"
+for c in --compile --no-compile; do
+  timeout 200 tft_train --device "$DEVICE" $c --epochs 3 --hidden-size 32 --attention-heads 4 --lstm-layers 1 \
+    --batch-size 64 --checkpoint-dir /tmp/compile_run$c --overwrite 2>&1 | grep -E "torch.compile|Epoch|error" \
+    | tee -a "$OUT/compile.txt"
+done
 echo "== nbdev_test"
 left=$(( ${BUDGET:-570} - SECONDS ))
 if [ "$left" -gt 60 ]; then timeout "$left" nbdev_test --n_workers 8 2>&1 | tee "$OUT/nbdev_test.txt"; echo "nbdev_test: exit ${PIPESTATUS[0]}" | tee -a "$OUT/nbdev_test.txt"
