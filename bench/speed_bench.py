@@ -11,8 +11,9 @@ driver prints each run, then per variant the median and min-max, and the ratio t
 Run: `python bench/speed_bench.py [--hidden 32 --heads 4 --lstm 1 --batch 64] [--rounds 3]
 [--variants eager,keep,compile]`"""
 from __future__ import annotations
-import argparse, json, os, resource, statistics, subprocess, sys, time
+import argparse, json, os, resource, subprocess, sys, time
 from pathlib import Path
+from peer_bench import spread   # bench/ is on sys.path when a script there runs
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -49,11 +50,6 @@ def one(a: argparse.Namespace) -> dict:
     infer = a.passes * len(data.test) / (time.perf_counter() - t0)
     return dict(train=train, infer=infer, compile_s=compile_s,
                 rss=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
-
-
-def spread(xs: list[float]) -> str:
-    "Median and min-max of `xs`."
-    return f"median {statistics.median(xs):.3f}, min-max {min(xs):.3f}-{max(xs):.3f}"
 
 
 def drive(a: argparse.Namespace):
