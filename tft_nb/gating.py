@@ -66,7 +66,7 @@ def keep_mask(x:Tensor, p:float) -> Tensor:
     return keep.mul_(32768 / (32768 - k))
 
 @keep_mask.register_fake
-def _(x, p): return torch.empty(x.shape, dtype=x.dtype, device=x.device)   # for torch.compile: shape, contiguous
+def _keep_mask_shape(x, p): return torch.empty(x.shape, dtype=x.dtype, device=x.device)   # for torch.compile
 
 def packed_dropout(x:Tensor, p:float) -> Tensor:
     "Inverted dropout with four elements per random 64-bit draw; the rate is `p` rounded to a multiple of 1/32768."
