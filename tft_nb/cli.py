@@ -69,7 +69,7 @@ def command_parser(prog: str, func, configs: dict = {}, aliases: dict = {}) -> a
     "A parser of `func`'s parameters, each config's fields (`configs`: title -> (class, skipped)) and `aliases`."
     p = argparse.ArgumentParser(prog=prog, description=inspect.getdoc(func), allow_abbrev=False)
     said = lambda msg: f"{prog}: error: {msg} ({prog} --help lists the flags)\n"
-    p.error = lambda msg: p.exit(2, said(msg) if env_rank() == 0 else None)   # torchrun: rank 0 says it
+    p.error = lambda msg: p.exit(2, said(msg)) if env_rank() == 0 else p.exit(0)   # torchrun: rank 0 fails the job
     for name, e in setting_entries(func).items(): add_setting(p, name, e)
     for title, (cls, skip) in configs.items():
         group = p.add_argument_group(title)
