@@ -14,7 +14,7 @@ from .train import EpochProgress, TrainingState, nonfinite
 
 # %% auto #0
 __all__ = ['LEFTOVER', 'RESUME_STATE', 'CheckpointError', 'checkpoint_stem', 'atomic_write', 'replace_together', 'held_signals',
-           'deferred_interrupt', 'versions', 'checkpoint_files', 'save_checkpoint', 'load_checkpoint',
+           'deferred_interrupt', 'versions', 'checkpoint_files', 'save_checkpoint', 'load_checkpoint', 'add_to_sidecar',
            'weight_mismatch', 'tidy_leftovers', 'as_json', 'optimizer_state', 'load_optimizer_state', 'rank_rng',
            'rng_state', 'set_rng_state', 'resume_state', 'load_resume_state']
 
@@ -300,6 +300,17 @@ def load_checkpoint(path, train_state: bool = False) -> tuple[dict, dict, dict |
         text, side = _sidecar(side_p)                                  # that save's checkpoint
         out = _tensor_files(stem, side_p, side, train_state)
     return out['weights'], side, out.get('train_state')
+
+# %% ../nbs/11_checkpoint.ipynb #15e8876b
+def add_to_sidecar(path, **entries) -> dict:
+    "Add `entries` to the sidecar of the checkpoint at `path` (written whole, atomically); returns the sidecar."
+    stem = checkpoint_stem(path)
+    side_p = stem.with_name(stem.name + '.json')
+    _check_found(stem, side_p)
+    side = {**_sidecar(side_p)[1], **entries}
+    b = _sidecar_bytes(side)                               # what can't be stored fails before the file changes
+    with deferred_interrupt(): atomic_write(side_p, b)
+    return side
 
 # %% ../nbs/11_checkpoint.ipynb #25d6b4fd
 def weight_mismatch(weights: dict[str, Tensor], expected: dict[str, Tensor]) -> str | None:

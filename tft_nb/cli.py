@@ -213,6 +213,7 @@ def tft_predict(checkpoint: str = 'checkpoints/tft_best', # checkpoint stem or f
                 split: str = 'future',          # future (from each symbol's last bar), or val / test (with actuals)
                 batch_size: int = 256,          # windows per batch
                 device: str = 'auto',           # auto (CUDA if available), cpu or cuda
+                calibrate: bool = True,         # apply the checkpoint's calibration of the quantiles, if it has one
                 ) -> pd.DataFrame:
     "Write quantile forecasts per symbol and horizon step, in original units, from a checkpoint."
     log = logging.getLogger('tft_nb')
@@ -226,7 +227,7 @@ def tft_predict(checkpoint: str = 'checkpoints/tft_best', # checkpoint stem or f
         if why := output_clash(output, data, checkpoint):
             raise SettingError(lambda s: f"{s('output')} {output} {why}; write the forecasts elsewhere")
         bars, source = load_bars(data)
-        out = forecast(checkpoint, bars, split, batch_size, device, source, log)
+        out = forecast(checkpoint, bars, split, batch_size, device, source, log, calibrate)
         Path(output).parent.mkdir(parents=True, exist_ok=True)
         atomic_write(output, out.to_csv(index=False).encode())          # the whole table, or after a crash the old file
         steps = out.step.nunique()

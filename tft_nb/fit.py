@@ -4,17 +4,19 @@
 
 # %% ../nbs/14_fit.ipynb #d58767a0
 from __future__ import annotations
-import contextlib, itertools, logging, math, signal, sys, time, warnings
+import contextlib, itertools, json, logging, math, signal, sys, time, warnings
 from dataclasses import dataclass, asdict
 from pathlib import Path
 import pandas as pd, torch
 from .checks import SettingError
 from .windows import Windows, WindowData, DataConfig
 from .model import TemporalFusionTransformer
-from .evaluate import check_series, bf16_autocast
+from .evaluate import check_series, bf16_autocast, predict
+from .loss import coverage
+from .calibrate import Calibration
 from .train import (TrainConfig, TrainingState, EpochProgress, GradNormStats, HISTORY_COLUMNS, Diverged,
                           check_gradients, check_grad_norms, divergence, micro_batch_weights, train_step)
-from .checkpoint import held_signals
+from .checkpoint import held_signals, add_to_sidecar
 from .run_folder import RunFolder, RunInterrupted, run_data
 from .device import resolve_device, check_batch_fits, keep_freed_memory
 from .distributed import (World, ALONE, agree, agreed_stop, distributed, mean, own, per_rank, rank_device,
@@ -22,7 +24,7 @@ from .distributed import (World, ALONE, agree, agreed_stop, distributed, mean, o
 
 # %% auto #0
 __all__ = ['in_notebook', 'progress_bar', 'visible_log', 'chunked', 'epoch_steps', 'train_epoch', 'check_training_data',
-           'log_epoch', 'FitResult', 'finish', 'log_configuration', 'run_epoch', 'warm_up', 'fit']
+           'log_epoch', 'FitResult', 'calibrate_run', 'finish', 'log_configuration', 'run_epoch', 'warm_up', 'fit']
 
 # %% ../nbs/14_fit.ipynb #d036a94e
 def in_notebook() -> bool:
@@ -136,15 +138,41 @@ class FitResult:
     best_val_loss: float
     stopped_early: bool
     checkpoint_dir: Path
+    calibration: Calibration | None = None   # of the weights the model ends with; None when `calibrate` is off
 
-def finish(state: TrainingState, folder: RunFolder, cfg: TrainConfig, log: logging.Logger) -> FitResult:
-    "End a run: its closing line, the best weights restored, the model in eval mode."
+def _this_run(folder: RunFolder, stem: str) -> bool:
+    "Whether the folder's checkpoint `stem` is this run's (not an earlier run's that this one will replace)."
+    try: return json.loads((folder.path / f'{stem}.json').read_text()).get('run_id') == folder.meta['run_id']
+    except (OSError, ValueError, AttributeError): return False
+
+def calibrate_run(state: TrainingState, folder: RunFolder, val: Windows, log: logging.Logger) -> dict:
+    "Calibrate the last weights and the best on `val`, each stored in its checkpoint's sidecar; {stem: Calibration}."
+    model, q, y, cals = state.model, state.model.config.quantiles, val.targets().cpu(), {}
+    band = lambda p: f"{coverage(p, y).item():.1%}"
+    weights = {'tft_last': None, 'tft_best': folder.best} if folder.best is not None else {'tft_last': None}
+    last = {k: v.detach().clone() for k, v in model.state_dict().items()} if folder.best is not None else None
+    for stem, w in weights.items():
+        if w is not None: model.load_state_dict(w)
+        pred = predict(model, val)
+        cals[stem] = Calibration.fit(pred, y, q)
+        if _this_run(folder, stem): add_to_sidecar(folder.path / stem, calibration=cals[stem].to_dict())
+        log.info(f"Calibrated {stem} on the {len(val)} validation windows (split conformal): its P{q[0] * 100:g}-"
+                 f"P{q[-1] * 100:g} band held {band(pred)} of them, calibrated {band(cals[stem].apply(pred))}")
+    if last is not None: model.load_state_dict(last)
+    return cals
+
+def finish(state: TrainingState, folder: RunFolder, cfg: TrainConfig, log: logging.Logger,
+           val: Windows | None = None) -> FitResult:
+    "End a run: its closing line, calibrations (if `val`), the best weights restored, the model in eval mode."
     stop = state.stopping
     if stop.best_epoch >= 0: log.info(stop.summary())
-    if cfg.restore_best and folder.best is not None: state.model.load_state_dict(folder.best)
+    cals = calibrate_run(state, folder, val, log) if val is not None else {}
+    best = cfg.restore_best and folder.best is not None
+    if best: state.model.load_state_dict(folder.best)
     state.model.eval()
     history = pd.DataFrame(state.history, columns=HISTORY_COLUMNS)
-    return FitResult(history, stop.best_epoch + 1, stop.best, stop.stopped, folder.path)
+    cal = cals.get('tft_best' if best else 'tft_last')
+    return FitResult(history, stop.best_epoch + 1, stop.best, stop.stopped, folder.path, cal)
 
 # %% ../nbs/14_fit.ipynb #137e2390
 def log_configuration(log: logging.Logger, source: str | None, data: WindowData, data_config: DataConfig | None,
@@ -234,4 +262,4 @@ def fit(model: TemporalFusionTransformer, data: WindowData, cfg: TrainConfig = T
                     log.info(f"torch.compile: the training and evaluation graphs compiled in {seconds:.1f} s")
                 while state.epoch < cfg.epochs and not state.stopping.stopped:
                     run_epoch(state, data, cfg, folder, signals, autocast, progress, log)
-            return finish(state, folder, cfg, log)
+            return finish(state, folder, cfg, log, data.val if cfg.calibrate and world.main else None)

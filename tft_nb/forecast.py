@@ -14,10 +14,12 @@ from .model import TFTConfig, TemporalFusionTransformer
 from .checkpoint import load_checkpoint, CheckpointError, weight_mismatch
 from .device import resolve_device
 from .evaluate import predict, original_units
+from .calibrate import Calibration, check_calibration
 from .trading_calendar import future_times
 
 # %% auto #0
-__all__ = ['checkpoint_data', 'load_model', 'spacing_mismatch', 'future_windows', 'split_windows', 'forecast_frame', 'forecast']
+__all__ = ['checkpoint_data', 'load_model', 'spacing_mismatch', 'future_windows', 'split_windows', 'forecast_frame',
+           'checkpoint_calibration', 'forecast']
 
 # %% ../nbs/16_forecast.ipynb #b9434c83
 def _spec_config(spec: dict) -> DataConfig:
@@ -106,10 +108,12 @@ def split_windows(bars: pd.DataFrame, side: dict, split: str, source: str = '<ba
     return wd, getattr(wd, split)
 
 # %% ../nbs/16_forecast.ipynb #f01f5ca7
-def forecast_frame(model, data: WindowData, windows: Windows, batch_size: int = 256) -> pd.DataFrame:
-    "Forecasts of `windows` in original units: symbol, origin, step, ts_event, one column per quantile, actual."
+def forecast_frame(model, data: WindowData, windows: Windows, batch_size: int = 256,
+                   calibration: Calibration | None = None) -> pd.DataFrame:
+    "Forecasts of `windows` in original units (calibrated if given): symbol, origin, step, ts_event, quantiles, actual."
     q, f, td = model.config.quantiles, data.features, data.spec.horizon
-    pred = original_units(data, windows, predict(model, windows, batch_size))      # (N, Td, Q)
+    pred = predict(model, windows, batch_size)                                       # (N, Td, Q) scaled
+    pred = original_units(data, windows, pred if calibration is None else calibration.apply(pred))
     rows = windows.rows.cpu().numpy()
     tgt_rows = np.minimum(rows[:, None] + np.arange(1, td + 1), len(f) - 1)          # (N, Td)
     out = pd.DataFrame({'symbol': np.repeat(f.symbol.to_numpy()[rows], td),
@@ -119,6 +123,18 @@ def forecast_frame(model, data: WindowData, windows: Windows, batch_size: int = 
     for k, x in enumerate(q): out[f'q{x:g}'] = pred[:, :, k].ravel()
     out['actual'] = f[data.spec.target].to_numpy()[tgt_rows].ravel()
     return out
+
+# %% ../nbs/16_forecast.ipynb #b2b84345
+def checkpoint_calibration(side: dict, model, path='<checkpoint>') -> Calibration | None:
+    "The calibration that a checkpoint's sidecar `side` stores for `model`, or None."
+    if side.get('calibration') is None: return None
+    try: cal = Calibration.from_dict(side['calibration'])
+    except (AttributeError, KeyError, TypeError, ValueError) as e:
+        raise CheckpointError(f"{path}: its sidecar's calibration entry is malformed ({type(e).__name__}: {e}); "
+                              "it was not written by fit, or was edited") from None
+    try: check_calibration(cal, model.config.quantiles, model.config.horizon)
+    except SettingError as e: raise CheckpointError(f"{path}: {e}") from None
+    return cal
 
 # %% ../nbs/16_forecast.ipynb #444c656d
 def _trained_only(bars: pd.DataFrame, trained: list, source: str, log: logging.Logger) -> pd.DataFrame:
@@ -143,12 +159,14 @@ def _nonfinite_rows(out: pd.DataFrame, quantiles) -> str | None:
 
 # %% ../nbs/16_forecast.ipynb #5787e4d1
 def forecast(checkpoint, bars: pd.DataFrame | None = None, split: str = 'future', batch_size: int = 256,
-             device: str = 'auto', source: str | None = None, log: logging.Logger | None = None) -> pd.DataFrame:
+             device: str = 'auto', source: str | None = None, log: logging.Logger | None = None,
+             calibrate: bool = True) -> pd.DataFrame:
     "Quantile forecasts in original units from the checkpoint `checkpoint` for `bars` (default: the built-in data)."
     check_choice('split', split, ('future', 'test', 'val'))
     if batch_size < 1: raise SettingError(lambda s: f"{s('batch_size')} must be >= 1, got {batch_size}")
     dev = resolve_device(device)
     model, side = load_model(checkpoint)
+    cal = checkpoint_calibration(side, model, checkpoint) if calibrate else None
     model.to(dev)                                        # the windows follow the model (`predict`)
     bars = load_sample() if bars is None else bars
     source, log = source or bars.attrs.get('source') or '<bars>', log or logging.getLogger('tft_nb')
@@ -157,7 +175,10 @@ def forecast(checkpoint, bars: pd.DataFrame | None = None, split: str = 'future'
     bars = _trained_only(bars, trained, source, log)
     if split == 'future': data, windows = future_windows(bars, side, source)
     else: data, windows = split_windows(bars, side, split, source)
-    out = forecast_frame(model, data, windows, batch_size)
+    if calibrate and cal is None:
+        log.info(f"{checkpoint} holds no calibration (fit stores one in tft_best and tft_last): the quantiles are "
+                 "the model's own")
+    out = forecast_frame(model, data, windows, batch_size, cal)
     if bad := _nonfinite_rows(out, model.config.quantiles): raise DataError(f"{source}: {bad}")
     if skipped := sorted(set(bars.symbol.astype(str)) - set(out.symbol.astype(str))):
         why = (f"fewer bars than one window needs (encoder_length {cfg.encoder_length} after the first return)"

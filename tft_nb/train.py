@@ -44,6 +44,7 @@ class TrainConfig:
     early_stopping_patience: int = 20        # epochs without improvement before stopping
     early_stopping_threshold: float = 1e-4   # minimum decrease of the validation loss that counts as improvement
     restore_best: bool = True                # end with the best epoch's weights (else the last epoch's)
+    calibrate: bool = True                   # calibrate the quantiles on the validation split when training ends
     checkpoint_dir: str = 'checkpoints'      # folder of the run's checkpoints and metrics.csv
     checkpoint_frequency: int = 5            # write tft_epoch_NNN every this many epochs and at the last (0: never)
     seed: int = 42                           # seeds weights, dropout and the order of the training windows
