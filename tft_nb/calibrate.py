@@ -7,14 +7,14 @@
 from __future__ import annotations
 import math
 from dataclasses import dataclass
-import torch
+import numpy as np, torch
 from torch import Tensor
 from .checks import SettingError
-from .windows import Windows
+from .windows import Windows, WindowData
 from .evaluate import predict
 
 # %% auto #0
-__all__ = ['conformal_offsets', 'Calibration', 'check_calibration', 'calibrate']
+__all__ = ['conformal_offsets', 'Calibration', 'check_calibration', 'calibrate', 'recent_offsets', 'recalibrated']
 
 # %% ../nbs/08a_calibrate.ipynb #22dea474
 def conformal_offsets(pred: Tensor, y: Tensor, quantiles) -> Tensor:
@@ -36,6 +36,7 @@ class Calibration:
     offsets: Tensor        # (Td, Q) added to the scaled forecasts
     windows: int           # calibration windows (n)
     split: str = 'val'     # the split they came from
+    recent: int = 250      # bars of latest outcomes that recalibrate each forecast (`recalibrated`); 0: never
 
     def apply(self, pred: Tensor) -> Tensor:
         "Calibrated forecasts (N, Td, Q) of scaled forecasts `pred`, sorted along the quantiles."
@@ -45,14 +46,14 @@ class Calibration:
         return (pred + self.offsets.to(pred)).sort(dim=-1).values
 
     @classmethod
-    def fit(cls, pred: Tensor, y: Tensor, quantiles, split: str = 'val') -> Calibration:
+    def fit(cls, pred: Tensor, y: Tensor, quantiles, split: str = 'val', recent: int = 250) -> Calibration:
         "The calibration of forecasts `pred` (N, Td, Q) against outcomes `y` (N, Td), both scaled."
-        return cls(tuple(quantiles), conformal_offsets(pred, y, quantiles), len(y), split)
+        return cls(tuple(quantiles), conformal_offsets(pred, y, quantiles), len(y), split, recent)
 
     def to_dict(self) -> dict:
         "A JSON-safe dict (for a checkpoint sidecar)."
         return dict(method='split conformal, per quantile level and horizon step', quantiles=list(self.quantiles),
-                    offsets=self.offsets.tolist(), windows=self.windows, split=self.split)
+                    offsets=self.offsets.tolist(), windows=self.windows, split=self.split, recent=self.recent)
 
     @classmethod
     def from_dict(cls, d: dict) -> Calibration:
@@ -60,7 +61,9 @@ class Calibration:
         off = torch.tensor(d['offsets'], dtype=torch.float32)
         if off.dim() != 2 or off.shape[1] != len(d['quantiles']) or not torch.isfinite(off).all():
             raise ValueError(f"calibration offsets must be a finite (Td, Q) table, got shape {tuple(off.shape)}")
-        return cls(tuple(float(x) for x in d['quantiles']), off, int(d['windows']), d.get('split', 'val'))
+        recent = int(d.get('recent', 0))
+        if recent < 0: raise ValueError(f"calibration recent must be >= 0, got {recent}")
+        return cls(tuple(float(x) for x in d['quantiles']), off, int(d['windows']), d.get('split', 'val'), recent)
 
 # %% ../nbs/08a_calibrate.ipynb #132b7994
 def check_calibration(cal: Calibration, quantiles, horizon: int):
@@ -69,6 +72,43 @@ def check_calibration(cal: Calibration, quantiles, horizon: int):
         raise SettingError(f"the calibration is for quantiles {tuple(cal.quantiles)} and {cal.offsets.shape[0]} "
                            f"steps, the model forecasts {tuple(quantiles)} and {horizon} steps")
 
-def calibrate(model, windows: Windows, batch_size: int = 256, split: str = 'val') -> Calibration:
+def calibrate(model, windows: Windows, batch_size: int = 256, split: str = 'val', recent: int = 250) -> Calibration:
     "The split-conformal calibration of `model` on `windows` (the validation split: not trained on)."
-    return Calibration.fit(predict(model, windows, batch_size), windows.targets().cpu(), model.config.quantiles, split)
+    pred, y = predict(model, windows, batch_size), windows.targets().cpu()
+    return Calibration.fit(pred, y, model.config.quantiles, split, recent)
+
+# %% ../nbs/08a_calibrate.ipynb #71c6bb2c
+def recent_offsets(scores: Tensor, ends: np.ndarray, at: np.ndarray, quantiles, bars: int,
+                   fallback: Tensor) -> Tensor:
+    "Offsets (N, Td, Q) at times `at` from the `scores` (H, Td, Q) whose `ends` lie in the last `bars` ends <= then."
+    u = np.unique(ends)                                                   # sorted arrival times of outcomes
+    out = fallback.expand(len(at), *fallback.shape).clone()
+    if bars < 1: return out
+    for a in np.unique(at):
+        j = np.searchsorted(u, a, side='right')                          # ends known at `a`
+        if j < bars: continue                                            # not yet a full window: the fallback
+        pick = (ends >= u[j - bars]) & (ends <= a)
+        s = scores[torch.from_numpy(pick)]                                # (n, Td, Q) y - pred
+        k = torch.tensor([min(len(s), math.ceil((len(s) + 1) * q)) for q in quantiles])
+        out[torch.from_numpy(at == a)] = s.sort(dim=0).values[k - 1, :, torch.arange(len(quantiles))].T.float()
+    return out
+
+# %% ../nbs/08a_calibrate.ipynb #d9c87ea9
+def _bar_times(data: WindowData, rows: Tensor) -> np.ndarray:
+    "The timestamps (int64 ns) of feature rows `rows` of `data`."
+    return data.features.ts_event.to_numpy().astype('datetime64[ns]').astype(np.int64)[rows.cpu().numpy()]
+
+def recalibrated(model, data: WindowData, windows: Windows, cal: Calibration, pred: Tensor | None = None,
+                 batch_size: int = 256) -> Tensor:
+    "Forecasts (N, Td, Q) of `windows`, scaled, each calibrated on the outcomes of the latest `cal.recent` bars."
+    pred = predict(model, windows, batch_size) if pred is None else pred
+    if cal.recent < 1 or not len(windows): return cal.apply(pred)
+    w = data.val
+    past = Windows(w.enc, w.dec, w.tgt, w.series, w.time_idx, torch.cat([data.val.rows, data.test.rows]),
+                   w.encoder_length, w.horizon)
+    at, ends = _bar_times(data, windows.rows), _bar_times(data, past.rows + past.horizon)
+    keep = torch.from_numpy(ends <= at.max())                            # outcomes after every origin: never used
+    past = Windows(w.enc, w.dec, w.tgt, w.series, w.time_idx, past.rows[keep], w.encoder_length, w.horizon)
+    scores = past.targets().cpu()[..., None] - predict(model, past, batch_size) if len(past) else torch.empty(0)
+    off = recent_offsets(scores, ends[keep.numpy()], at, cal.quantiles, cal.recent, cal.offsets)
+    return (pred + off).sort(dim=-1).values

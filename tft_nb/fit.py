@@ -145,7 +145,8 @@ def _this_run(folder: RunFolder, stem: str) -> bool:
     try: return json.loads((folder.path / f'{stem}.json').read_text()).get('run_id') == folder.meta['run_id']
     except (OSError, ValueError, AttributeError): return False
 
-def calibrate_run(state: TrainingState, folder: RunFolder, val: Windows, log: logging.Logger) -> dict:
+def calibrate_run(state: TrainingState, folder: RunFolder, val: Windows, log: logging.Logger,
+                  recent: int = 250) -> dict:
     "Calibrate the last weights and the best on `val`, each stored in its checkpoint's sidecar; {stem: Calibration}."
     model, q, y, cals = state.model, state.model.config.quantiles, val.targets().cpu(), {}
     band = lambda p: f"{coverage(p, y).item():.1%}"
@@ -154,7 +155,7 @@ def calibrate_run(state: TrainingState, folder: RunFolder, val: Windows, log: lo
     for stem, w in weights.items():
         if w is not None: model.load_state_dict(w)
         pred = predict(model, val)
-        cals[stem] = Calibration.fit(pred, y, q)
+        cals[stem] = Calibration.fit(pred, y, q, recent=recent)
         if _this_run(folder, stem): add_to_sidecar(folder.path / stem, calibration=cals[stem].to_dict())
         log.info(f"Calibrated {stem} on the {len(val)} validation windows (split conformal): its P{q[0] * 100:g}-"
                  f"P{q[-1] * 100:g} band held {band(pred)} of them, calibrated {band(cals[stem].apply(pred))}")
@@ -166,7 +167,7 @@ def finish(state: TrainingState, folder: RunFolder, cfg: TrainConfig, log: loggi
     "End a run: its closing line, calibrations (if `val`), the best weights restored, the model in eval mode."
     stop = state.stopping
     if stop.best_epoch >= 0: log.info(stop.summary())
-    cals = calibrate_run(state, folder, val, log) if val is not None else {}
+    cals = calibrate_run(state, folder, val, log, cfg.calibration_bars) if val is not None else {}
     best = cfg.restore_best and folder.best is not None
     if best: state.model.load_state_dict(folder.best)
     state.model.eval()

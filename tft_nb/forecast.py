@@ -14,7 +14,7 @@ from .model import TFTConfig, TemporalFusionTransformer
 from .checkpoint import load_checkpoint, CheckpointError, weight_mismatch
 from .device import resolve_device
 from .evaluate import predict, original_units
-from .calibrate import Calibration, check_calibration
+from .calibrate import Calibration, check_calibration, recalibrated
 from .trading_calendar import future_times
 
 # %% auto #0
@@ -113,7 +113,8 @@ def forecast_frame(model, data: WindowData, windows: Windows, batch_size: int = 
     "Forecasts of `windows` in original units (calibrated if given): symbol, origin, step, ts_event, quantiles, actual."
     q, f, td = model.config.quantiles, data.features, data.spec.horizon
     pred = predict(model, windows, batch_size)                                       # (N, Td, Q) scaled
-    pred = original_units(data, windows, pred if calibration is None else calibration.apply(pred))
+    if calibration is not None: pred = recalibrated(model, data, windows, calibration, pred, batch_size)
+    pred = original_units(data, windows, pred)
     rows = windows.rows.cpu().numpy()
     tgt_rows = np.minimum(rows[:, None] + np.arange(1, td + 1), len(f) - 1)          # (N, Td)
     out = pd.DataFrame({'symbol': np.repeat(f.symbol.to_numpy()[rows], td),

@@ -45,6 +45,7 @@ class TrainConfig:
     early_stopping_threshold: float = 1e-4   # minimum decrease of the validation loss that counts as improvement
     restore_best: bool = True                # end with the best epoch's weights (else the last epoch's)
     calibrate: bool = True                   # calibrate the quantiles on the validation split when training ends
+    calibration_bars: int = 250              # then recalibrate each forecast on the latest this many bars (0: never)
     checkpoint_dir: str = 'checkpoints'      # folder of the run's checkpoints and metrics.csv
     checkpoint_frequency: int = 5            # write tft_epoch_NNN every this many epochs and at the last (0: never)
     seed: int = 42                           # seeds weights, dropout and the order of the training windows
@@ -75,6 +76,7 @@ def check_train_config(cfg: TrainConfig):
         ('early_stopping_patience', cfg.early_stopping_patience >= 1, '>= 1'),
         ('early_stopping_threshold', finite(cfg.early_stopping_threshold), '>= 0 and finite'),
         ('checkpoint_frequency', cfg.checkpoint_frequency >= 0, '>= 0'),
+        ('calibration_bars', cfg.calibration_bars >= 0, '>= 0'),
         ('seed', 0 <= cfg.seed < 2**63, 'in [0, 2**63)'), ('device', cfg.device in DEVICES, one_of(DEVICES))])
 
 # %% ../nbs/10_train.ipynb #a6b20a4d
