@@ -11,7 +11,8 @@ from matplotlib.figure import Figure
 from .train import VANISHING, EXPLODING
 
 # %% auto #0
-__all__ = ['read_history', 'plot_history', 'plot_fan', 'calibration', 'plot_calibration']
+__all__ = ['read_history', 'plot_history', 'plot_fan', 'calibration', 'plot_calibration', 'rolling_coverage',
+           'plot_rolling_coverage']
 
 # %% ../nbs/18_plots.ipynb #6bae950c
 def read_history(run) -> pd.DataFrame:
@@ -91,4 +92,30 @@ def plot_calibration(fc: pd.DataFrame) -> Figure:
     ax.set(xlabel='nominal quantile level', ylabel='share of actuals below the quantile', xlim=(0, 1), ylim=(0, 1),
            title='Calibration')
     ax.legend()
+    return fig
+
+# %% ../nbs/18_plots.ipynb #2cf63345
+def _inside(fc: pd.DataFrame, step: int) -> pd.Series:
+    "Whether each `step`-ahead actual of `fc` lies inside the outer quantile band, indexed by origin."
+    calibration(fc)                                                   # refuses a table without actuals
+    qc, d = _qcols(fc), fc[fc.step == step]
+    return pd.Series(((d[qc[0]] <= d.actual) & (d.actual <= d[qc[-1]])).to_numpy(), index=d.origin.to_numpy())
+
+def rolling_coverage(fc: pd.DataFrame, window: int = 60, step: int = 1) -> pd.Series:
+    "Share of `step`-ahead actuals inside the outer quantile band over the last `window` origins, by origin."
+    roll = _inside(fc, step).groupby(level=0).agg(['sum', 'count']).rolling(window, min_periods=window).sum()
+    return (roll['sum'] / roll['count']).dropna().rename('coverage')
+
+def plot_rolling_coverage(tables: dict, window: int = 60, step: int = 1) -> Figure:
+    "Rolling coverage of the outer band of each forecast table in `tables` (name -> table), with the nominal level."
+    qc = _qcols(next(iter(tables.values())))
+    nominal = float(qc[-1][1:]) - float(qc[0][1:])
+    fig, ax = plt.subplots(figsize=(10, 3.5))
+    for name, fc in tables.items():
+        r = rolling_coverage(fc, window, step)
+        ax.plot(r.index, r, lw=1.2, label=f'{name} (overall {_inside(fc, step).mean():.1%})')
+    ax.axhline(nominal, color='k', ls=':', lw=1, label=f'nominal {nominal:.0%}')
+    ax.set(ylabel=f'share inside {qc[0][1:]}-{qc[-1][1:]}', ylim=(0, 1),
+           title=f'Coverage of the {step}-step-ahead band over the last {window} origins')
+    ax.legend(loc='lower left', fontsize=8)
     return fig
