@@ -12,8 +12,7 @@ import databento_dbn as dbn
 from tft_nb.data import COLUMNS, PRICES, DataError, read_dbn, read_ohlcv, write_dbn
 from tft_nb.windows import DataConfig, make_windows
 
-DBN_DIR = Path(__file__).resolve().parents[1].parent / 'shared/data/dbn'
-NO_DIR = f"DBN test vectors not found: {DBN_DIR} does not exist (they come with the shared data checkout)"
+DBN_DIR = Path(__file__).resolve().parent / 'data/dbn'   # Databento's test vectors (Apache-2.0), kept in the repo
 OHLCV_SIZE = 56
 
 # %% helpers
@@ -54,7 +53,6 @@ def decode_official(path: Path):
 
 # %% conformance on Databento's test vectors
 def _vector_files():
-    if not DBN_DIR.is_dir(): return [pytest.param(None, id='no-dbn-dir', marks=pytest.mark.skip(reason=NO_DIR))]
     return [pytest.param(f, id=f.name) for f in sorted(DBN_DIR.iterdir()) if f.name.startswith('test_data.')]
 
 def _schema(f: Path) -> str: return f.name.split('.')[1]
@@ -69,7 +67,6 @@ EXPECTED = {  # schema: (ts_event ns, close as int / 1e9)
 }
 
 def test_vector_folder_complete():
-    if not DBN_DIR.is_dir(): pytest.skip(NO_DIR)
     names = {f.name for f in DBN_DIR.iterdir()}
     for s in EXPECTED:
         want = {f'test_data.{s}.dbn', f'test_data.{s}.dbz'} | {f'test_data.{s}.v{v}.dbn.zst' for v in (1, 2, 3)}
@@ -101,7 +98,6 @@ def test_vector(path: Path):
     if len(df): assert read_ohlcv(path).equals(df)
     else: expect_error(read_ohlcv, path, 'no bars')   # ohlcv-1d vectors hold zero records
 
-@pytest.mark.skipif(not DBN_DIR.is_dir(), reason=NO_DIR)
 @pytest.mark.parametrize('schema', list(EXPECTED))
 def test_vector_versions_agree(schema):
     "v1, v2, v3 and plain / zstd of one schema read to the same frame."
@@ -110,7 +106,6 @@ def test_vector_versions_agree(schema):
     for f, df in zip(files[1:], frames[1:]):
         pd.testing.assert_frame_equal(df, frames[0], obj=f.name)
 
-@pytest.mark.skipif(not DBN_DIR.is_dir(), reason=NO_DIR)
 def test_vectors_untouched():
     "Reading (and failing to read) the vectors writes nothing into their folder."
     snap = lambda: sorted((f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in DBN_DIR.iterdir())
@@ -123,7 +118,6 @@ def test_vectors_untouched():
     with pytest.raises(DataError, match='ohlcv-1d.dbz: legacy DBZ'): read_ohlcv(DBN_DIR)
     assert snap() == before
 
-@pytest.mark.skipif(not DBN_DIR.is_dir(), reason=NO_DIR)
 def test_folder_reads_the_bars_and_skips_the_rest(tmp_path, caplog):
     """A folder holding a real DBN file with a README and a LICENSE beside it (as in the vectors' own folder) reads the
     DBN file."""
@@ -133,7 +127,6 @@ def test_folder_reads_the_bars_and_skips_the_rest(tmp_path, caplog):
     pd.testing.assert_frame_equal(got, read_dbn(tmp_path / names[0]), check_like=True)
     assert f'{tmp_path}: skipped 2 file(s) not named as bars: LICENSE, README.md' in caplog.text
 
-@pytest.mark.skipif(not DBN_DIR.is_dir(), reason=NO_DIR)
 def test_folder_skips_files_without_bars(tmp_path, caplog):
     """Databento's own empty ohlcv-1d files (metadata, no records), as a download split by day holds for days without
     trading, beside daily bars: skipped with a warning."""
