@@ -1,12 +1,17 @@
 """Write README.md from nbs/index.ipynb without Quarto (what `nbdev_readme` does where Quarto is installed).
 
 Markdown cells are copied; code cells become ```python blocks followed by their text outputs; cells marked
-`#| hide` are left out, image links are made relative to the repository root and `#|` directive lines are dropped.
+`#| hide` are left out, image links become absolute (the repository's raw files, so that they show on a package index
+page too) and `#|` directive lines are dropped.
 Usage: `python tools/make_readme.py [--check]` (`--check` exits 1 if README.md is not what the notebook gives)."""
-import json, sys
+import configparser, json, sys
 from pathlib import Path
 
 root = Path(__file__).resolve().parents[1]
+_ini = configparser.ConfigParser()
+_ini.read(root / 'settings.ini')
+RAW = (_ini['DEFAULT']['git_url'].replace('https://github.com/', 'https://raw.githubusercontent.com/')
+       + f"/{_ini['DEFAULT'].get('branch', 'main')}/nbs/images/")   # where README's images are served from
 
 def _src(cell): return ''.join(cell['source'])
 
@@ -26,7 +31,7 @@ def readme(nb_path=root/'nbs'/'index.ipynb') -> str:
         lines = src.splitlines()
         if any(l.strip().replace(' ', '') in ('#|hide', '#|hide_input') for l in lines): continue
         if c['cell_type'] == 'markdown':
-            parts.append(src.strip().replace('](images/', '](nbs/images/'))
+            parts.append(src.strip().replace('](images/', f']({RAW}'))
             continue
         code = '\n'.join(l for l in lines if not l.lstrip().startswith('#|')).strip()
         if code: parts.append(f"```python\n{code}\n```")
