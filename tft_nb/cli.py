@@ -21,6 +21,7 @@ from .device import resolve_device, build_model
 from .fit import FitResult, fit, visible_log
 from .distributed import RankLost, agree, distributed, env_rank, rank_log
 from .forecast import forecast
+from .calibrate import Calibration, recalibrated
 
 # %% auto #0
 __all__ = ['ALIASES', 'data_sized', 'setting_entries', 'add_setting', 'command_parser', 'read_flags', 'flag_speller', 'load_bars',
@@ -153,11 +154,13 @@ def split_settings(settings: dict) -> tuple[dict, dict, TrainConfig]:
     data_kw, model_kw, train_kw = ({k: v for k, v in settings.items() if k in n} for n in names)
     return data_kw, model_kw, TrainConfig(**train_kw)
 
-def report(model: TemporalFusionTransformer, wd: WindowData, log: logging.Logger) -> pd.DataFrame:
-    "Log the test metrics next to the baselines and the variable importance; return the metrics."
+def report(model: TemporalFusionTransformer, wd: WindowData, log: logging.Logger,
+           calibration: Calibration | None = None) -> pd.DataFrame:
+    "Log the test metrics (calibrated too) next to the baselines and the variable importance; return the metrics."
     from tft_nb.interpret import variable_importance   # it imports matplotlib, which the rest does not need
     out = infer(model, wd.test)                         # one pass: forecasts and selection weights
-    metrics = test_metrics(model, wd, pred=out.quantiles)
+    cal = None if calibration is None else recalibrated(model, wd, wd.test, calibration, out.quantiles)
+    metrics = test_metrics(model, wd, pred=out.quantiles, calibrated=cal)
     log.info(f"Test metrics ({len(wd.test)} windows x {wd.spec.horizon} steps, target {wd.spec.target} in original "
              f"units):\n{metrics.to_string(float_format='%.5f')}")
     vi = variable_importance(out, wd.spec.static_vars, wd.spec.encoder_vars, wd.spec.decoder_vars)
@@ -188,7 +191,7 @@ def tft_train(data: str | None = None,    # DBN/CSV/Parquet file or folder of ba
         model, wd, dcfg, cfg, source = agree(world, _prepare_run, data, settings)   # an error on one rank stops all
         result = fit(model, wd, cfg, dcfg, resume, log, source=source)
         if not world.main: return result, None                                 # rank 0 reports
-        try: return result, report(model, wd, log)
+        try: return result, report(model, wd, log, result.calibration)
         except KeyboardInterrupt as e:                                      # the run is whole; its report is not
             raise RunInterrupted(f"training finished; {result.checkpoint_dir} holds the run, whose test report was cut "
                                  "short", getattr(e, 'signum', signal.SIGINT)) from None

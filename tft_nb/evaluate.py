@@ -15,8 +15,9 @@ from .model import TFTOutput
 from .loss import quantile_loss, q_risk, coverage
 
 # %% auto #0
-__all__ = ['check_series', 'concat_outputs', 'bf16_autocast', 'infer', 'predict', 'evaluate_loss', 'original_units',
-           'untrained_symbols', 'baseline_forecast', 'forecast_metrics', 'test_metrics']
+__all__ = ['BASELINES', 'check_series', 'concat_outputs', 'bf16_autocast', 'infer', 'predict', 'evaluate_loss', 'original_units',
+           'untrained_symbols', 'garch11', 'baseline_forecast', 'baseline_forecasts', 'forecast_metrics',
+           'test_metrics']
 
 # %% ../nbs/08_evaluate.ipynb #02d0b9bd
 def check_series(model, windows: Windows, what: str = 'windows'):
@@ -91,23 +92,64 @@ def untrained_symbols(data: WindowData, windows: Windows) -> list:
     return sorted(data.spec.symbols[k] for k in have(windows) - have(data.train))
 
 # %% ../nbs/08_evaluate.ipynb #9612a1e8
+def garch11(data: WindowData) -> tuple[np.ndarray, np.ndarray]:
+    "GARCH(1,1) of each trained symbol's returns, fitted on its training rows: mean (R,) and variances (R, Td) by row."
+    from arch import arch_model                                       # imported when used: it takes seconds
+    f, td = data.features, data.spec.horizon
+    series, split, r = f.series.to_numpy(), f.split.to_numpy(), f.r.to_numpy('float64')
+    mu, var = np.full(len(f), np.nan), np.full((len(f), td), np.nan)
+    for k in np.unique(data.train.series[data.train.rows].cpu().numpy()):
+        rows = np.flatnonzero(series == k)                            # one symbol's bars, in time order
+        try:
+            am = arch_model(100 * r[rows], mean='Constant', vol='GARCH', p=1, q=1, dist='normal')
+            res = am.fit(last_obs=int((split[rows] == 0).sum()), disp='off')   # training rows only
+            v = res.forecast(horizon=td, start=0, reindex=False).variance.to_numpy()   # (rows, Td), percent^2
+            if not np.isfinite(v).all(): raise ValueError('its variance forecasts are not finite')
+            mu[rows], var[rows] = res.params['mu'] / 100, v / 1e4
+        except Exception as e:                                        # a baseline: say so, never stop the run
+            logging.getLogger('tft_nb').warning(f"no garch11 baseline for {data.spec.symbols[k]}: GARCH(1,1) did "
+                                                f"not fit its training returns ({e})")
+    return mu, var
+
+def _garch_terms(data: WindowData) -> tuple:
+    "Location, scale and the maps into and out of the space where GARCH's residuals are taken, for the target."
+    mu, var = garch11(data)
+    at = lambda w: w.rows.cpu().numpy()
+    same = lambda w, x: x
+    if data.spec.target == 'lv': return lambda w: 0.5 * np.log(var[at(w)]), lambda w: 1.0, same, same
+    if data.spec.target == 'r': return lambda w: mu[at(w), None], lambda w: np.sqrt(var[at(w)]), same, same
+    h, close = np.arange(1, data.spec.horizon + 1), data.features.close.to_numpy('float64')
+    c0 = lambda w: close[at(w)][:, None]                              # the origin's close
+    return (lambda w: mu[at(w), None] * h, lambda w: np.sqrt(np.cumsum(var[at(w)], axis=1)),
+            lambda w, y: np.log(y / c0(w)), lambda w, x: c0(w)[..., None] * np.exp(x))
+
 def baseline_forecast(data: WindowData, windows: Windows, quantiles, kind: str = 'persistence',
                       window: int = 22) -> np.ndarray:
-    "Naive forecasts (N, Td, Q) in original units: a point forecast plus training-residual quantiles."
-    check_choice('kind', kind, ('persistence', 'rolling_mean'))
+    "Baseline forecasts (N, Td, Q) in original units: a point forecast plus training-residual quantiles."
+    check_choice('kind', kind, ('persistence', 'rolling_mean', 'garch11'))
     if none := untrained_symbols(data, windows):
         raise SettingError(f"baselines need training residuals of each symbol they forecast; {listed(none)} "
                            f"{'has' if len(none) == 1 else 'have'} no training window in this data")
-    n = 1 if kind == 'persistence' else min(window, data.spec.encoder_length)
-    point = lambda w: _past_target(data, w, n).mean(1, keepdims=True)              # (N, 1)
+    if kind == 'garch11': loc, scale, into, back = _garch_terms(data)
+    else:
+        n = 1 if kind == 'persistence' else min(window, data.spec.encoder_length)
+        loc, scale = lambda w: _past_target(data, w, n).mean(1, keepdims=True), lambda w: 1.0   # (N, 1)
+        into = back = lambda w, x: x
     tr = data.train
-    res = original_units(data, tr, tr.targets().cpu()) - point(tr)                 # (Ntr, Td)
+    z = (into(tr, original_units(data, tr, tr.targets().cpu())) - loc(tr)) / scale(tr)   # (Ntr, Td) residuals
     s_tr, s = tr.series[tr.rows].cpu().numpy(), windows.series[windows.rows].cpu().numpy()
-    nan = np.full((res.shape[1], len(quantiles)), np.nan)                         # symbols `windows` does not hold
-    rq = np.stack([np.quantile(res[s_tr == k], quantiles, axis=0).T if (s_tr == k).any() else nan
+    nan = np.full((z.shape[1], len(quantiles)), np.nan)                            # symbols `windows` does not hold
+    rq = np.stack([np.quantile(z[s_tr == k], quantiles, axis=0).T if (s_tr == k).any() else nan
                    for k in range(len(data.spec.symbols))])                        # (S, Td, Q)
     if kind == 'persistence' and 0.5 in quantiles: rq[..., list(quantiles).index(0.5)] = 0.0   # P50: the last value
-    return point(windows)[:, :, None] + rq[s]
+    sc = scale(windows)
+    return back(windows, loc(windows)[:, :, None] + (sc[:, :, None] if np.ndim(sc) else sc) * rq[s])
+
+BASELINES = {'persistence': 'persistence', 'rolling_mean_22': 'rolling_mean', 'garch11': 'garch11'}
+
+def baseline_forecasts(data: WindowData, windows: Windows, quantiles) -> dict:
+    "Every baseline's forecasts (N, Td, Q) of `windows` in original units, by name (`BASELINES`)."
+    return {name: baseline_forecast(data, windows, quantiles, kind) for name, kind in BASELINES.items()}
 
 # %% ../nbs/08_evaluate.ipynb #6a0f3b6f
 def forecast_metrics(pred: np.ndarray, y: np.ndarray, quantiles) -> dict:
@@ -122,16 +164,18 @@ def forecast_metrics(pred: np.ndarray, y: np.ndarray, quantiles) -> dict:
     return out
 
 # %% ../nbs/08_evaluate.ipynb #26ae2558
-def test_metrics(model, data: WindowData, batch_size: int = 256, pred: Tensor | None = None) -> pd.DataFrame:
-    "Test-split metrics of `model` and the naive baselines in original units; `pred`: its scaled forecasts, if known."
+def test_metrics(model, data: WindowData, batch_size: int = 256, pred: Tensor | None = None,
+                 calibrated: Tensor | None = None) -> pd.DataFrame:
+    "Test-split metrics in original units of `model`, its `calibrated` forecasts if given, and the baselines."
     q = model.config.quantiles
     y = original_units(data, data.test, data.test.targets().cpu())
     tft = original_units(data, data.test, predict(model, data.test, batch_size) if pred is None else pred)
     rows = {'TFT': forecast_metrics(tft, y, q)}
+    if calibrated is not None:
+        rows['TFT calibrated'] = forecast_metrics(original_units(data, data.test, calibrated), y, q)
     if none := untrained_symbols(data, data.test):   # later bars and a checkpoint's scaler: no baselines to fit
         logging.getLogger('tft_nb').warning(f"test metrics without the naive baselines: {listed(none)} "
                                             f"{'has' if len(none) == 1 else 'have'} no training window in this data")
         return pd.DataFrame(rows).T
-    for kind, name in (('persistence', 'persistence'), ('rolling_mean', 'rolling_mean_22')):
-        rows[name] = forecast_metrics(baseline_forecast(data, data.test, q, kind), y, q)
+    for name, fc in baseline_forecasts(data, data.test, q).items(): rows[name] = forecast_metrics(fc, y, q)
     return pd.DataFrame(rows).T
