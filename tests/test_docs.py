@@ -34,6 +34,37 @@ def test_a_page_per_notebook_with_its_symbols(site):
         missing = [n for n in names if f'id="{n}"' not in html]
         assert not missing, f"{page.name}: exported symbols without a show_doc section: {missing}"
 
+def _text_outside_code(html: str) -> str:
+    "The page's text outside code, scripts, styles and MathML, tags dropped."
+    html = re.sub(r'<(pre|code|script|style|math)\b.*?</\1>', ' ', html, flags=re.S | re.I)
+    return re.sub(r'<[^>]+>', ' ', html)
+
+def test_math_is_rendered_and_nothing_comes_from_the_network(site):
+    "No page loads a script from the network (MathJax, require.js from a CDN), and no TeX is left for one to render."
+    tex = re.compile(r'\$\$.+?\$\$|\$[^$\n]*(\\[a-zA-Z]+|[_^{}])[^$\n]*\$', re.S)
+    for p in site.glob('*.html'):
+        html = p.read_text()
+        assert not re.search(r'<script[^>]+src="(https?:)?//', html), f"{p.name}: a script from the network"
+        assert 'mathjax' not in html.lower() and 'cdnjs' not in html, f"{p.name}: MathJax from a CDN"
+        left = [m.group(0)[:60] for m in tex.finditer(_text_outside_code(html))]
+        assert not left, f"{p.name}: raw TeX outside code: {left[:3]}"
+    assert (site / 'calibrate.html').read_text().count('<math') >= 5      # the calibration page's equations
+
+def test_sidebar_in_reading_order_and_a_table_of_contents(site):
+    "Every page lists every page, in the notebooks' order, marks itself, and lists its own sections."
+    order = ['index.html'] + [re.sub(r'^\d+[a-z]?_', '', nb.stem) + '.html' if not _default_exp(nb)
+                              else f'{_default_exp(nb)}.html'
+                              for nb in sorted((root / 'nbs').glob('*.ipynb')) if nb.stem != 'index']
+    for p in site.glob('*.html'):
+        html = p.read_text()
+        side = re.search(r'<nav class="tft-side".*?</nav>', html, re.S).group(0)
+        assert re.findall(r'href="([^"]+)"', side) == order, p.name
+        assert f'href="{p.name}" class=here' in side, p.name
+        title = re.search(r'<title>(.*?)</title>', html, re.S).group(1)
+        assert '`' not in title and '`' not in side, f"{p.name}: raw backticks in {title!r}"
+    toc = re.search(r'<nav class="tft-toc".*?</nav>', (site / 'evaluate.html').read_text(), re.S).group(0)
+    assert 'href="#Baselines"' in toc and 'href="#Metrics"' in toc, toc
+
 def test_links_between_pages_find_their_anchors(site):
     "Every link to a page of the site, or to a place on one, finds that page and an element with that id."
     ids = {p.name: set(re.findall(r'\bid="([^"]+)"', p.read_text())) for p in site.glob('*.html')}

@@ -3,14 +3,18 @@
 `nbdev_docs` (which needs the `quarto` binary) stays the way to publish the site. Where Quarto is not installed,
 this script runs nbdev's own notebook processing (`nbdev.serve.proc_nbs`: hidden cells dropped, `show_doc` added
 and rendered for every exported symbol, doc links resolved) and renders each processed notebook to one HTML page
-with nbconvert, named as Quarto would name it (`output-file`), with a navigation bar and links made relative and
-pointed at the ids the pages have.
+with nbconvert, named as Quarto would name it (`output-file`), with links made relative and pointed at the ids the
+pages have. Each page gets a sidebar of the notebooks in reading order and a table of contents of its own sections.
+Math (`$...$`, `$$...$$`) is converted to MathML at build time (latex2mathml, from PyPI), which browsers render
+without a script, so the pages need nothing from the network: every external script of nbconvert's template
+(MathJax, require.js from a CDN) is left out.
 
 Usage: python tools/build_docs.py [OUT_DIR]   (default: _site_offline/)
 """
-import re, shutil, sys
+import html as _html, re, shutil, sys
 from pathlib import Path
 import nbformat, yaml
+from latex2mathml.converter import convert as _mathml
 from nbconvert import HTMLExporter
 from nbdev.config import get_config
 from nbdev.serve import proc_nbs
@@ -40,11 +44,60 @@ def _prepare(nb):
         c.source = '\n'.join(l for l in lines if not l.startswith('#|'))
         if '#|echo:false' in dirs or not c.source.strip(): c.metadata.setdefault('tags', []).append('remove_input')
 
-def _nav(pages) -> str:
-    links = ' | '.join(f'<a href="{f}">{t}</a>' for f, t in pages)
-    style = '<style>.jp-RenderedMarkdown pre { margin-bottom: 1em; }</style>'
-    nav_style = 'padding:.6em 1em;border-bottom:1px solid #ddd;font-family:sans-serif;font-size:90%'
-    return f'{style}<nav style="{nav_style}">{links}</nav>'
+_CODE = re.compile(r'(```.*?```|`[^`\n]*`)', re.S)                     # code blocks and spans: no math inside
+_MATH = re.compile(r'\$\$(.+?)\$\$|(?<![\\$\w])\$([^$\n]+?)\$(?![\w$])', re.S)
+
+def math_to_mathml(md: str) -> str:
+    "Markdown `md` with its TeX math (`$...$` inline, `$$...$$` display) as MathML, code left alone."
+    def sub(m):
+        tex, block = (m.group(1), True) if m.group(1) is not None else (m.group(2), False)
+        return _mathml(tex.strip(), display='block' if block else 'inline')
+    return ''.join(part if i % 2 else _MATH.sub(sub, part) for i, part in enumerate(_CODE.split(md)))
+
+def plain(title: str) -> str:
+    "A page title as text: Markdown code marks dropped."
+    return title.replace('`', '')
+
+_STYLE = """<style>
+body { margin: 0; }
+.tft-layout { display: flex; align-items: flex-start; font-family: sans-serif; }
+.tft-side, .tft-toc { position: sticky; top: 0; max-height: 100vh; overflow-y: auto; box-sizing: border-box;
+  padding: 1em .8em; font-size: 85%; line-height: 1.5; }
+.tft-side { flex: 0 0 15em; border-right: 1px solid #ddd; background: #fafafa; }
+.tft-toc { flex: 0 0 13em; border-left: 1px solid #eee; }
+.tft-side a, .tft-toc a { display: block; color: #24509a; text-decoration: none; padding: .1em 0; }
+.tft-side a.here { font-weight: bold; color: #000; }
+.tft-toc a.h3 { padding-left: 1em; }
+.tft-main { flex: 1 1 auto; min-width: 0; }
+.jp-RenderedMarkdown pre { margin-bottom: 1em; }
+math[display="block"] { margin: .6em 0; }
+</style>"""
+
+def _sidebar(pages, here: str) -> str:
+    "The pages in reading order, the current one marked."
+    links = ''.join(f'<a href="{f}"{" class=here" if f == here else ""}>{_html.escape(plain(t))}</a>' for f, t in pages)
+    return f'<nav class="tft-side" aria-label="pages"><b>tft_nb</b>{links}</nav>'
+
+_HEAD = re.compile(r'<h([23]) id="([^"]+)"[^>]*>(.*?)(?:<a class="anchor-link"|</h[23]>)', re.S)
+
+def _toc(page: str) -> str:
+    "The page's sections (h2, h3) as links."
+    links = ''.join(f'<a class="h{lvl}" href="#{i}">{re.sub(r"<[^>]+>", "", t).strip()}</a>'
+                    for lvl, i, t in _HEAD.findall(page))
+    return f'<nav class="tft-toc" aria-label="on this page"><b>On this page</b>{links}</nav>' if links else ''
+
+_EXTERNAL_SCRIPT = re.compile(r'<script[^>]*\bsrc="https?://[^"]*"[^>]*>\s*</script>\s*', re.S)
+_MATHJAX_CONFIG = re.compile(r'<!-- Load mathjax -->.*?<!-- End of mathjax configuration -->\s*', re.S)
+_MERMAID = re.compile(r'<script type="module">(?:(?!</script>).)*?mermaid.*?</script>\s*', re.S)   # loads it from a CDN
+
+def _page(h: str, pages, here: str, title: str) -> str:
+    "nbconvert's page `h` laid out with the sidebar and the table of contents, without scripts from the network."
+    h = _MERMAID.sub('', _MATHJAX_CONFIG.sub('', _EXTERNAL_SCRIPT.sub('', h)))
+    h = re.sub(r'<title>.*?</title>', f'<title>{_html.escape(plain(title))}</title>', h, count=1, flags=re.S)
+    h = h.replace('</head>', _STYLE + '</head>', 1)
+    h = re.sub(r'(<body[^>]*>)', lambda m: m.group(1) + '<div class="tft-layout">' + _sidebar(pages, here)
+               + '<div class="tft-main">', h, count=1)
+    return h.replace('</body>', '</div>' + _toc(h) + '</div></body>', 1)
 
 _HREF = re.compile(r'href="([\w.-]*\.html)?#([^"]+)"')
 
@@ -84,11 +137,13 @@ def build(out=root / '_site_offline') -> list[Path]:
         _prepare(nb)
         title, desc = fm.get('title', p.stem), fm.get('description', '')
         nb.cells.insert(0, nbformat.v4.new_markdown_cell(f"# {title}\n\n> {desc}" if desc else f"# {title}"))
+        for c in nb.cells:
+            if c.cell_type == 'markdown': c.source = math_to_mathml(c.source)
         docs.append((fm.get('output-file', p.stem + '.html'), title, nb))
     pages, html = [(f, t) for f, t, _ in docs], {}
     for f, title, nb in docs:
-        h, _ = exp.from_notebook_node(nb, resources={'metadata': {'name': title}})
-        html[f] = re.sub(r'(<body[^>]*>)', lambda m: m.group(1) + _nav(pages), h.replace(site, ''), count=1)
+        h, _ = exp.from_notebook_node(nb, resources={'metadata': {'name': plain(title)}})
+        html[f] = _page(h.replace(site, ''), pages, f, title)
     for f, h in _fix_anchors(html).items(): (out / f).write_text(h, encoding='utf-8')
     if (proc / 'images').is_dir(): shutil.copytree(proc / 'images', out / 'images')
     return [out / f for f, _ in pages]
