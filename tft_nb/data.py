@@ -14,7 +14,8 @@ from .checks import UsageError, listed
 
 # %% auto #0
 __all__ = ['COLUMNS', 'PRICES', 'OHLCV_RTYPES', 'ALIASES', 'DATA_NAMES', 'DataError', 'tidy_bars', 'read_dbn', 'write_dbn',
-           'normalize_columns', 'check_bars', 'read_ohlcv', 'load_sample', 'bar_spacing']
+           'normalize_columns', 'check_bars', 'suspect_moves', 'suspect_moves_warning', 'read_ohlcv', 'load_sample',
+           'bar_spacing']
 
 # %% ../nbs/01_data.ipynb #b56ffb60
 COLUMNS = ['ts_event', 'symbol', 'open', 'high', 'low', 'close', 'volume']
@@ -305,6 +306,31 @@ def check_bars(df: pd.DataFrame, path='<frame>') -> pd.DataFrame:
     _first_bad(df, same & np.r_[False, t[1:] == t[:-1]], path, 'duplicate timestamp')
     _first_bad(df, same & np.r_[False, t[1:] < t[:-1]], path, 'timestamps not increasing')
     return df
+
+# %% ../nbs/01_data.ipynb #6adaf3ef
+def suspect_moves(bars: pd.DataFrame, factor: float = 1.5, typical: float = 15) -> pd.DataFrame:
+    "Bars whose close moves `factor`-fold or more from the previous close and `typical` times the symbol's usual move."
+    c = bars['close'].to_numpy('float64')
+    code = pd.factorize(bars['symbol'])[0]
+    same = np.r_[False, code[1:] == code[:-1]]                      # a previous bar of the same symbol
+    move = np.zeros(len(c))
+    with np.errstate(divide='ignore', invalid='ignore'): move[1:] = np.log(c[1:] / c[:-1])
+    move[~same] = 0.0
+    usual = pd.Series(np.abs(move)).where(same).groupby(code).transform('median').to_numpy()
+    bad = (np.abs(move) >= np.log(factor)) & (np.abs(move) > typical * usual)
+    i = np.flatnonzero(bad)
+    return pd.DataFrame({'symbol': bars['symbol'].to_numpy()[i], 'ts_event': bars['ts_event'].to_numpy()[i],
+                         'close_before': c[i - 1], 'close': c[i], 'move': np.expm1(move[i])})
+
+def suspect_moves_warning(bars: pd.DataFrame, source: str = '<bars>', shown: int = 3) -> str | None:
+    "A warning naming the bars of `suspect_moves`, or None."
+    s = suspect_moves(bars)
+    if s.empty: return None
+    one = lambda r: (f"{r.symbol} moves {r.move:+.0%} in one bar at {pd.Timestamp(r.ts_event):%Y-%m-%d %H:%M} "
+                     f"(close {r.close_before:g} -> {r.close:g})")
+    more = f", and {len(s) - shown} more" if len(s) > shown else ''
+    return (f"{source}: {'; '.join(one(r) for r in s.head(shown).itertuples())}{more}: an unadjusted split or a bad "
+            "print? Adjust the prices or drop those bars")
 
 # %% ../nbs/01_data.ipynb #765a888f
 def _read_one(path: Path) -> pd.DataFrame:

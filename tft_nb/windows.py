@@ -4,12 +4,13 @@
 
 # %% ../nbs/02_windows.ipynb #cd051350
 from __future__ import annotations
+import logging
 from dataclasses import dataclass, replace
 from typing import Callable, NamedTuple
 import numpy as np, pandas as pd, torch
 from torch import Tensor
 from .checks import SettingError, check_fields, check_ints, listed, one_of
-from .data import DataError, COLUMNS, PRICES, check_bars, normalize_columns, tidy_bars
+from .data import DataError, COLUMNS, PRICES, check_bars, normalize_columns, suspect_moves_warning, tidy_bars
 
 # %% auto #0
 __all__ = ['OBSERVED', 'CALENDAR', 'TARGETS', 'PRESETS', 'SPLITS', 'Batch', 'make_features', 'DataConfig', 'split_dates',
@@ -290,6 +291,7 @@ def make_windows(bars: pd.DataFrame, cfg: DataConfig = DataConfig(), scaler: Sca
             and (bars[PRICES + ['volume']].dtypes == 'float64').all())
     # a frame built by hand gets a file's checks: no NaN, times increasing
     bars = check_bars(tidy_bars(bars if tidy else normalize_columns(bars, source)), source)
+    if warn := suspect_moves_warning(bars, source): logging.getLogger('tft_nb').warning(warn)   # a split? (01_data)
     f = make_features(bars)
     symbols = list(symbols) if symbols is not None else sorted(f.symbol.unique())
     series = pd.Categorical(f.symbol.astype(str), categories=symbols).codes.astype('int64')
