@@ -164,8 +164,8 @@ def walk_forward(bars: pd.DataFrame, cfg: DataConfig = DataConfig(), model_kw: d
         out, warm = [], None
         for _, f in plan.iterrows():
             d = folder / f'fold_{f.fold:03d}'
-            log.info(f"Fold {f.fold}/{len(plan)}: forecasts {f.first:%Y-%m-%d} to {f.last:%Y-%m-%d}, trained on "
-                     f"{f.data_from:%Y-%m-%d} to {f.val_start:%Y-%m-%d}, validated to {f.test_start:%Y-%m-%d}")
+            log.info(f"Fold {f.fold}/{len(plan)}: forecasts {f.first:%Y-%m-%d} to {f.last:%Y-%m-%d}; trains on the "
+                     f"bars from {f.data_from:%Y-%m-%d}, validates on those from {f.val_start:%Y-%m-%d}")
             if (d / 'forecasts.csv').is_file():
                 out.append(read_forecasts(d / 'forecasts.csv'))
                 log.info(f"Fold {f.fold}: done in an earlier run ({d / 'forecasts.csv'})")
