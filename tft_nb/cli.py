@@ -24,9 +24,9 @@ from .forecast import forecast
 from .calibrate import Calibration, recalibrated
 
 # %% auto #0
-__all__ = ['ALIASES', 'data_sized', 'setting_entries', 'add_setting', 'command_parser', 'read_flags', 'flag_speller', 'load_bars',
-           'default_known', 'mixed_spacing', 'run_windows', 'split_settings', 'report', 'tft_train', 'output_clash',
-           'tft_predict', 'run_command', 'train_parser', 'main_train', 'main_predict']
+__all__ = ['ALIASES', 'UNITS', 'data_sized', 'setting_entries', 'add_setting', 'command_parser', 'read_flags', 'flag_speller',
+           'load_bars', 'default_known', 'mixed_spacing', 'run_windows', 'split_settings', 'report', 'tft_train',
+           'output_clash', 'tft_predict', 'run_command', 'train_parser', 'main_train', 'main_predict']
 
 # %% ../nbs/17_cli.ipynb #46032dde
 ALIASES = {   # flags that are no setting's name: each sets a setting to a value
@@ -197,6 +197,9 @@ def tft_train(data: str | None = None,    # DBN/CSV/Parquet file or folder of ba
                                  "short", getattr(e, 'signum', signal.SIGINT)) from None
 
 # %% ../nbs/17_cli.ipynb #bbb10571
+UNITS = {'lv': "natural log of the bar's Garman-Klass volatility", 'r': "the bar's log return (close to close)",
+         'close': "price: the bar's close, in the data's currency"}
+
 def output_clash(output, data, checkpoint) -> str | None:
     "What writing forecasts to `output` would destroy: the data file, the next read of the data folder, a run's file."
     out = Path(output).resolve()
@@ -232,7 +235,8 @@ def tft_predict(checkpoint: str = 'checkpoints/tft_best', # checkpoint stem or f
         bars, source = load_bars(data)
         out = forecast(checkpoint, bars, split, batch_size, device, source, log, calibrate)
         Path(output).parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(output, out.to_csv(index=False).encode())          # the whole table, or after a crash the old file
+        out.insert(out.columns.get_loc('target') + 1, 'units', out.target.map(UNITS))
+        atomic_write(output, out.to_csv(index=False, float_format='%.6g').encode())   # all of it, or the old file
         steps = out.step.nunique()
         log.info(f"Wrote {_counted(len(out), 'forecast')} ({_counted(steps, 'step')} from each of "
                  f"{_counted(len(out) // steps, 'origin')}, {_counted(out.symbol.nunique(), 'symbol')}) to {output}")

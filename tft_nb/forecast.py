@@ -113,7 +113,7 @@ def split_windows(bars: pd.DataFrame, side: dict, split: str, source: str = '<ba
 # %% ../nbs/16_forecast.ipynb #f01f5ca7
 def forecast_frame(model, data: WindowData, windows: Windows, batch_size: int = 256,
                    calibration: Calibration | None = None) -> pd.DataFrame:
-    "Forecasts of `windows` in original units (calibrated if given): symbol, origin, step, ts_event, quantiles, actual."
+    "Forecasts of `windows` in original units, calibrated if given: where, when, the target, its quantiles, actual."
     q, f, td = model.config.quantiles, data.features, data.spec.horizon
     pred = predict(model, windows, batch_size)                                       # (N, Td, Q) scaled
     if calibration is not None: pred = recalibrated(model, data, windows, calibration, pred, batch_size)
@@ -123,7 +123,7 @@ def forecast_frame(model, data: WindowData, windows: Windows, batch_size: int = 
     out = pd.DataFrame({'symbol': np.repeat(f.symbol.to_numpy()[rows], td),
                         'origin': np.repeat(f.ts_event.to_numpy()[rows], td),
                         'step': np.tile(np.arange(1, td + 1), len(rows)),
-                        'ts_event': f.ts_event.to_numpy()[tgt_rows].ravel()})
+                        'ts_event': f.ts_event.to_numpy()[tgt_rows].ravel(), 'target': data.spec.target})
     for k, x in enumerate(q): out[f'q{x:g}'] = pred[:, :, k].ravel()
     out['actual'] = f[data.spec.target].to_numpy()[tgt_rows].ravel()
     return out
