@@ -18,7 +18,7 @@ from .evaluate import baseline_forecasts, forecast_metrics
 from .calibrate import Calibration
 from .train import TrainConfig
 from .checkpoint import CheckpointError, as_json, atomic_write, deferred_interrupt, load_checkpoint, replace_together
-from .run_folder import FolderLock, RunInterrupted, run_files
+from .run_folder import LOCK_NAME, FolderLock, RunInterrupted, run_files
 from .device import resolve_device, build_model
 from .fit import fit, visible_log
 from .forecast import forecast_frame
@@ -132,7 +132,8 @@ def read_forecasts(path) -> pd.DataFrame:
 def _arrays(fc: pd.DataFrame, qcols: list) -> tuple[np.ndarray, np.ndarray]:
     "Forecasts (N, Td, Q) and outcomes (N, Td) of one model's tidy forecasts `fc`."
     fc, td = fc.sort_values(['symbol', 'origin', 'step']), int(fc.step.max())
-    return fc[qcols].to_numpy('float64').reshape(-1, td, len(qcols)), fc.actual.to_numpy('float64').reshape(-1, td)
+    y = fc.actual.to_numpy('float64', copy=True).reshape(-1, td)              # copies: torch wants writable arrays
+    return fc[qcols].to_numpy('float64', copy=True).reshape(-1, td, len(qcols)), y
 
 def backtest_table(forecasts: pd.DataFrame) -> pd.DataFrame:
     "Metrics of each model per fold, then pooled over every fold ('overall'), from tidy `forecasts` with a fold column."
@@ -180,9 +181,10 @@ def record_settings(root: Path, settings: dict):
     "Record `settings` in the new backtest folder `root`, or refuse a folder whose backtest or run is another."
     path = root / SETTINGS_FILE
     if not path.is_file():
-        if run_files(root):
-            raise CheckpointError(lambda s: f"{s('checkpoint_dir')} {root} holds a training run, not a backtest: "
-                                            f"choose another {s('checkpoint_dir')}")
+        if other := [p.name for p in root.iterdir() if p.name != LOCK_NAME]:   # the lock: this backtest's own
+            what = 'a training run' if run_files(root) else f"other files ({', '.join(sorted(other)[:3])})"
+            raise CheckpointError(lambda s: f"{s('checkpoint_dir')} {root} holds {what}, not a backtest (no "
+                                            f"{SETTINGS_FILE}): choose another {s('checkpoint_dir')}")
         return atomic_write(path, json.dumps(settings, indent=1).encode())
     try: saved = json.loads(path.read_text())
     except (OSError, ValueError) as e:
