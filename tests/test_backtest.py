@@ -29,8 +29,9 @@ def test_backtest_writes_its_table(tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     table = pd.read_csv(ck / 'backtest.csv')
     assert table[['fold', 'model']].values.tolist() == [[f, m] for f in ('1', '2', 'overall') for m in MODELS]
-    assert list(table.columns) == ['fold', 'model', 'windows', 'pinball', 'q_risk_P10', 'q_risk_P50', 'q_risk_P90',
-                                   'mae_P50', 'coverage_P10_P90']
+    assert list(table.columns) == ['fold', 'model', 'first', 'last', 'windows', 'pinball', 'q_risk_P10', 'q_risk_P50',
+                                   'q_risk_P90', 'mae_P50', 'coverage_P10_P90']
+    assert table['first'].tolist()[:6] == ['2018-06-01 00:00:00+00:00'] * 5 + ['2018-08-27 00:00:00+00:00']
     assert (table.windows == [120] * 10 + [240] * 5).all()            # 60 origins a fold, each of two symbols
     assert table.drop(columns=['fold', 'model']).notna().all().all()
     assert 'Fold 1 of 2: forecasts from 2018-06-01 to 2018-08-27' in r.stderr, r.stderr[-3000:]

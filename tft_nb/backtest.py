@@ -136,13 +136,15 @@ def _arrays(fc: pd.DataFrame, qcols: list) -> tuple[np.ndarray, np.ndarray]:
     return fc[qcols].to_numpy('float64', copy=True).reshape(-1, td, len(qcols)), y
 
 def backtest_table(forecasts: pd.DataFrame) -> pd.DataFrame:
-    "Metrics of each model per fold, then pooled over every fold ('overall'), from tidy `forecasts` with a fold column."
+    "Each model's metrics and first and last target bar per fold, then pooled ('overall'), from tidy `forecasts`."
     qcols = [c for c in forecasts.columns if c.startswith('q')]
     q, models, rows = [float(c[1:]) for c in qcols], list(dict.fromkeys(forecasts.model)), []
     for fold, fc in [*forecasts.groupby('fold', sort=True), ('overall', forecasts)]:
         for m in models:
-            pred, y = _arrays(fc[fc.model == m], qcols)
-            rows.append(dict(fold=fold, model=m, windows=len(y), **forecast_metrics(pred, y, q)))
+            one = fc[fc.model == m]
+            pred, y = _arrays(one, qcols)
+            rows.append(dict(fold=fold, model=m, first=one.ts_event.min(), last=one.ts_event.max(), windows=len(y),
+                             **forecast_metrics(pred, y, q)))
     return pd.DataFrame(rows)
 
 # %% ../nbs/21_backtest.ipynb #b2b36a71
@@ -335,8 +337,9 @@ def tft_backtest(data: str | None = None,         # DBN/CSV/Parquet file or fold
         result = walk_forward(bars, DataConfig(**{**base, **data_kw}), model,
                               TrainConfig(**train_kw, checkpoint_dir=checkpoint_dir), BacktestConfig(**bt_kw), log,
                               source)
+        shown = result.table.assign(first=result.table['first'].map(_when), last=result.table['last'].map(_when))
         log.info(f"Backtest of {len(result.folds)} fold(s) on {source}, per fold and overall (written to "
-                 f"{result.path / 'backtest.csv'}):\n{result.table.to_string(index=False, float_format='%.5f')}")
+                 f"{result.path / 'backtest.csv'}):\n{shown.to_string(index=False, float_format='%.5f')}")
         return result
 
 def backtest_parser():
