@@ -33,7 +33,7 @@ TAG = 'ddp_bench:'   # the start of rank 0's line of figures, which the parent r
 
 def first(w: Windows, n: int) -> Windows:
     "The first `n` windows of `w`."
-    return Windows(w.enc, w.dec, w.tgt, w.series, w.time_idx, w.rows[:n], w.encoder_length, w.horizon)
+    return w.subset(w.rows[:n])
 
 def sync(world: World, device: torch.device):
     "Wait for this rank's device, then for every rank."

@@ -7,7 +7,7 @@
 from __future__ import annotations
 import math
 from dataclasses import dataclass
-import numpy as np, torch
+import numpy as np, pandas as pd, torch
 from torch import Tensor
 from .checks import SettingError
 from .windows import Windows, WindowData
@@ -96,19 +96,17 @@ def recent_offsets(scores: Tensor, ends: np.ndarray, at: np.ndarray, quantiles, 
 # %% ../nbs/08a_calibrate.ipynb #d9c87ea9
 def _bar_times(data: WindowData, rows: Tensor) -> np.ndarray:
     "The timestamps (int64 ns) of feature rows `rows` of `data`."
-    return data.features.ts_event.to_numpy().astype('datetime64[ns]').astype(np.int64)[rows.cpu().numpy()]
+    return pd.DatetimeIndex(data.features.ts_event).as_unit('ns').asi8[rows.cpu().numpy()]
 
 def recalibrated(model, data: WindowData, windows: Windows, cal: Calibration, pred: Tensor | None = None,
                  batch_size: int = 256) -> Tensor:
     "Forecasts (N, Td, Q) of `windows`, scaled, each calibrated on the outcomes of the latest `cal.recent` bars."
     pred = predict(model, windows, batch_size) if pred is None else pred
     if cal.recent < 1 or not len(windows): return cal.apply(pred)
-    w = data.val
-    past = Windows(w.enc, w.dec, w.tgt, w.series, w.time_idx, torch.cat([data.val.rows, data.test.rows]),
-                   w.encoder_length, w.horizon)
+    past = data.val.subset(torch.cat([data.val.rows, data.test.rows]))
     at, ends = _bar_times(data, windows.rows), _bar_times(data, past.rows + past.horizon)
     keep = torch.from_numpy(ends <= at.max())                            # outcomes after every origin: never used
-    past = Windows(w.enc, w.dec, w.tgt, w.series, w.time_idx, past.rows[keep], w.encoder_length, w.horizon)
+    past = past.subset(past.rows[keep])
     scores = past.targets().cpu()[..., None] - predict(model, past, batch_size) if len(past) else torch.empty(0)
     off = recent_offsets(scores, ends[keep.numpy()], at, cal.quantiles, cal.recent, cal.offsets)
     return (pred + off).sort(dim=-1).values

@@ -179,8 +179,7 @@ def shard_batches(windows: Windows, batch_size: int, world: World, generator: to
 def shard(windows: Windows, world: World) -> Windows:
     "This rank's share of `windows` (for evaluation)."
     rows = torch.tensor_split(windows.rows, world.size)[world.rank]
-    return Windows(windows.enc, windows.dec, windows.tgt, windows.series, windows.time_idx, rows,
-                   windows.encoder_length, windows.horizon)
+    return windows.subset(rows)
 
 def loss_sums(model, windows: Windows, autocast: bool = False, batch_size: int = 256) -> Tensor:
     "The summed pinball loss of `model` over `windows` and the count of its terms, in float64; (2,)."

@@ -77,14 +77,16 @@ def original_units(data: WindowData, windows: Windows, scaled: Tensor) -> np.nda
     s = windows.series[windows.rows].cpu().numpy()
     g = s if data.scaler.loc.shape[0] > 1 else np.zeros_like(s)
     g = g.reshape((-1,) + (1,) * (scaled.dim() - 1))
-    return data.scaler.inverse(scaled.numpy().astype('float64'), g, data.spec.target)
+    out = data.scaler.inverse(scaled.numpy().astype('float64'), g, data.spec.target)
+    if data.spec.target not in data.spec.relative: return out
+    c0 = data.features[data.spec.target].to_numpy('float64')[windows.rows.cpu().numpy()]
+    return c0.reshape(g.shape) * np.exp(out)                          # the change from the origin's close, as a price
 
 # %% ../nbs/08_evaluate.ipynb #fa407201
 def _past_target(data: WindowData, w: Windows, n: int) -> np.ndarray:
-    "The last `n` encoder values of the target of every window of `w`, original units; (N, n)."
-    j = data.spec.encoder_vars.index(data.spec.target)
-    lags = w.rows[:, None] + torch.arange(1 - n, 1, device=w.rows.device)
-    return original_units(data, w, w.enc[lags, j].cpu())
+    "The target's last `n` values up to each window's origin (its last encoder bar), original units; (N, n)."
+    y = data.features[data.spec.target].to_numpy('float64')
+    return y[w.rows.cpu().numpy()[:, None] + np.arange(1 - n, 1)]
 
 def untrained_symbols(data: WindowData, windows: Windows) -> list:
     "The symbols of `windows` that have no training window in `data`."

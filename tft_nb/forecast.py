@@ -41,10 +41,14 @@ def checkpoint_data(side: dict, path='<checkpoint>') -> tuple[DataConfig, Scaler
         check_choice('scaler method', scaler.method, ('zscore', 'minmax'))
         if not (d.get('bar_seconds') is None or isinstance(d['bar_seconds'], (int, float)) and d['bar_seconds'] > 0):
             raise ValueError(f"bar_seconds must be a number > 0 or null, got {d['bar_seconds']!r}")
-        return cfg, scaler, list(spec['symbols'])
+        level = 'close' in [*spec['encoder_vars'], spec['target']] and 'close' not in spec.get('relative', [])
     except (AttributeError, KeyError, TypeError, ValueError) as e:
         raise CheckpointError(f"{path}: its sidecar's data entry is malformed ({type(e).__name__}: {e}); "
                               "it was not written by tft_train or fit, or was edited") from None
+    if level:
+        raise CheckpointError(f"{path}: trained on close as a price level, by an earlier version of tft_nb; close is "
+                              "now the log change from each window's origin (02_windows): train the model again")
+    return cfg, scaler, list(spec['symbols'])
 
 # %% ../nbs/16_forecast.ipynb #f8c075c5
 def load_model(path) -> tuple[TemporalFusionTransformer, dict]:
@@ -94,8 +98,7 @@ def future_windows(bars: pd.DataFrame, side: dict, source: str = '<bars>') -> tu
     wd = make_windows(ext.reset_index(drop=True), cfg, scaler=scaler, symbols=symbols, source=source)
     last = wd.features.groupby('symbol').cumcount(ascending=False).to_numpy() == cfg.horizon
     rows = torch.tensor(np.flatnonzero(last & (wd.features.time_idx.to_numpy() >= cfg.encoder_length - 1)))
-    w = wd.train
-    return wd, Windows(w.enc, w.dec, w.tgt, w.series, w.time_idx, rows, cfg.encoder_length, cfg.horizon)
+    return wd, wd.train.subset(rows)
 
 # %% ../nbs/16_forecast.ipynb #571ade2d
 def split_windows(bars: pd.DataFrame, side: dict, split: str, source: str = '<bars>') -> tuple[WindowData, Windows]:

@@ -5,7 +5,7 @@
 # %% ../nbs/02_windows.ipynb #cd051350
 from __future__ import annotations
 import logging
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field as dataclass_field, replace
 from typing import Callable, NamedTuple
 import numpy as np, pandas as pd, torch
 from torch import Tensor
@@ -181,6 +181,7 @@ class DataSpec:
     target: str                 # name of the target feature
     encoder_length: int         # Te
     horizon: int                # Td
+    relative: list = dataclass_field(default_factory=list)   # inputs given as the log change from the origin (close)
 
     def model_sizes(self) -> dict:
         "The data-derived fields of `tft_nb.model.TFTConfig`."
@@ -198,9 +199,13 @@ class Windows:
         series: Tensor,   # (R,) long series index of each row
         time_idx: Tensor, # (R,) long time index of each row within its series
         rows: Tensor,     # (N,) long origin row of each window
-        encoder_length: int, horizon: int):
+        encoder_length: int, horizon: int,
+        anchor: int | None = None,    # the encoder column given as the change from the origin's value (close)
+        level: Tensor | None = None,  # (R,) float64 scaled log close of all rows, the anchored column's values
+        anchor_target: bool = False): # the target is that change too
         self.enc, self.dec, self.tgt, self.series, self.time_idx, self.rows = enc, dec, tgt, series, time_idx, rows
         self.encoder_length, self.horizon = encoder_length, horizon
+        self.anchor, self.level, self.anchor_target = anchor, level, anchor_target
         self._e = torch.arange(-encoder_length + 1, 1, device=rows.device)
         self._d = torch.arange(1, horizon + 1, device=rows.device)
 
@@ -210,8 +215,12 @@ class Windows:
         "Gather windows `idx` (indices into this split) into a `Batch`."
         g = self.rows[idx]                          # (B,) origin rows
         e, d = g[:, None] + self._e, g[:, None] + self._d  # (B, Te), (B, Td) row indices
-        s = self.series[g]
-        return Batch(s[:, None], self.enc[e], self.dec[d], self.tgt[d], s, self.time_idx[g])
+        s, enc, tgt = self.series[g], self.enc[e], self.tgt[d]
+        if self.anchor is not None:                 # close: the change from the origin's value, taken in float64
+            base = self.level[g][:, None]           # (B, 1)
+            enc[..., self.anchor] = (self.level[e] - base).to(enc.dtype)   # `enc` is a gathered copy
+            if self.anchor_target: tgt = (self.level[d] - base).to(tgt.dtype)
+        return Batch(s[:, None], enc, self.dec[d], tgt, s, self.time_idx[g])
 
     def batches(self, batch_size: int, shuffle: bool = False, drop_last: bool = False,
                 generator: torch.Generator | None = None):
@@ -223,12 +232,20 @@ class Windows:
 
     def targets(self) -> Tensor:
         "Scaled targets (N, Td) of every window, in window order."
-        return self.tgt[self.rows[:, None] + self._d]
+        d = self.rows[:, None] + self._d
+        if not self.anchor_target: return self.tgt[d]
+        return (self.level[d] - self.level[self.rows][:, None]).to(self.tgt.dtype)
 
     def to(self, device) -> Windows:
         "A copy of these windows with every tensor on `device`."
         t = [x.to(device) for x in (self.enc, self.dec, self.tgt, self.series, self.time_idx, self.rows)]
-        return Windows(*t, self.encoder_length, self.horizon)
+        level = None if self.level is None else self.level.to(device)
+        return Windows(*t, self.encoder_length, self.horizon, self.anchor, level, self.anchor_target)
+
+    def subset(self, rows: Tensor) -> Windows:
+        "The windows whose origins are `rows`, on the same feature tensors."
+        return Windows(self.enc, self.dec, self.tgt, self.series, self.time_idx, rows, self.encoder_length,
+                       self.horizon, self.anchor, self.level, self.anchor_target)
 
 # %% ../nbs/02_windows.ipynb #996d2885
 @dataclass
@@ -245,7 +262,9 @@ class WindowData:
         "A copy on `device`; the splits keep sharing one copy of the feature tensors."
         w = self.train
         shared = [x.to(device) for x in (w.enc, w.dec, w.tgt, w.series, w.time_idx)]
-        split = lambda s: Windows(*shared, s.rows.to(device), s.encoder_length, s.horizon)
+        level = None if w.level is None else w.level.to(device)
+        split = lambda s: Windows(*shared, s.rows.to(device), s.encoder_length, s.horizon, s.anchor, level,
+                                  s.anchor_target)
         return replace(self, train=split(self.train), val=split(self.val), test=split(self.test))
 
 # %% ../nbs/02_windows.ipynb #0379069e
@@ -279,6 +298,14 @@ def _check_training(f: pd.DataFrame, bars: pd.DataFrame, train_rows: np.ndarray,
                                   f"{listed(before)}; move {s('val_start')}, give more data, or drop {those}")
 
 # %% ../nbs/02_windows.ipynb #135244c9
+def _log_change_scale(scaler: Scaler, r: np.ndarray, group: np.ndarray):
+    "Scale log close as a change: no location, and the spread of one-bar log returns `r` of each group."
+    j = scaler.names.index('close')
+    for k in range(len(scaler.loc)):
+        sd = r[group == k].std()
+        scaler.loc[k, j], scaler.scale[k, j] = 0.0, sd if sd > 0 else 1.0
+
+# %% ../nbs/02_windows.ipynb #e6f5291b
 def make_windows(bars: pd.DataFrame, cfg: DataConfig = DataConfig(), scaler: Scaler | None = None,
                  symbols: list | None = None, source: str = '<bars>') -> WindowData:
     "Features, splits, train-only scaling and windows of `bars` (any frame `read_ohlcv` would accept) for `cfg`."
@@ -310,19 +337,24 @@ def make_windows(bars: pd.DataFrame, cfg: DataConfig = DataConfig(), scaler: Sca
                              cfg.encoder_length, cfg.horizon)
     if scaler is None: _check_training(f, bars, origins['train'], symbols, cfg, source)
     names = list(dict.fromkeys(cfg.encoder_vars + cfg.known + (cfg.target,)))
-    x = f[names].to_numpy('float64')
+    x = f[names].to_numpy('float64', copy=True)
     g = f.series.to_numpy() if cfg.per_symbol else np.zeros(len(f), dtype=np.int64)
+    if 'close' in names: x[:, names.index('close')] = np.log(x[:, names.index('close')])   # log change, below
     if scaler is None:
         train = f.split.to_numpy() == 0
         scaler = Scaler.fit(x[train], g[train], len(symbols) if cfg.per_symbol else 1, names, cfg.scaling)
-    z = torch.tensor(scaler.transform(x, g), dtype=torch.float32)
+        if 'close' in names: _log_change_scale(scaler, f.r.to_numpy('float64')[train], g[train])
+    zz = scaler.transform(x, g)
+    z = torch.tensor(zz, dtype=torch.float32)
     col = lambda vs: [names.index(v) for v in vs]
     enc, dec, tgt = z[:, col(cfg.encoder_vars)], z[:, col(cfg.known)], z[:, names.index(cfg.target)]
     series, tidx = torch.tensor(f.series.to_numpy()), torch.tensor(f.time_idx.to_numpy())
-    win = {k: Windows(enc, dec, tgt, series, tidx, torch.tensor(o), cfg.encoder_length, cfg.horizon)
-           for k, o in origins.items()}
+    anchor = cfg.encoder_vars.index('close') if 'close' in cfg.encoder_vars else None
+    level = torch.tensor(zz[:, names.index('close')]) if anchor is not None else None   # float64
+    win = {k: Windows(enc, dec, tgt, series, tidx, torch.tensor(o), cfg.encoder_length, cfg.horizon, anchor, level,
+                      cfg.target == 'close') for k, o in origins.items()}
     spec = DataSpec(list(cfg.encoder_vars), list(cfg.known), ['symbol'], [len(symbols)], symbols, cfg.target,
-                    cfg.encoder_length, cfg.horizon)
+                    cfg.encoder_length, cfg.horizon, ['close'] if 'close' in names else [])
     return WindowData(spec, scaler, f, **win)
 
 # %% ../nbs/02_windows.ipynb #80fedab0
