@@ -37,7 +37,7 @@ __all__ = ['SPLIT_FIELDS', 'MAY_CHANGE', 'SETTINGS_FILE', 'FOLD_FILES', 'BACKTES
 class BacktestConfig:
     "Walk-forward evaluation: folds of `every` bars from `start` on, the model refit before each."
     start: str | None = None       # first forecast bar (ISO date); None: where the DataConfig's test split begins
-    every: int = 63                # bars per fold: the model is refit every this many bars (63: a quarter of days)
+    every: int = 250               # bars per fold: the model is refit every this many bars (250: a year of days)
     folds: int | None = None       # at most this many folds (None: until the bars end)
     window: str = 'expanding'      # expanding (every bar before the fold) or sliding (the last train_bars)
     train_bars: int = 2520         # sliding window: bars of training outcomes each fold keeps
