@@ -197,7 +197,7 @@ def _check_same_run(stem: Path, side: dict, cfg: TrainConfig, model_config: TFTC
     "Refuse a checkpoint whose run had other settings or other training bars than this one."
     sd, nd = side.get('data', {}), as_json(data)
     try:
-        saved = {**side.get('model_config', {}), **(sd.get('config') or {}), **sd.get('spec', {}),
+        saved = {**side.get('model_config', {}), **(sd.get('config') or {}), 'relative': [], **sd.get('spec', {}),
                  **side.get('train_config', {})}
         change = _scaler_change(sd['scaler'], nd['scaler'])
     except (AttributeError, KeyError, TypeError, ValueError) as e:   # a sidecar edited by hand
