@@ -51,6 +51,11 @@ def plot_variable_importance(vi:pd.DataFrame) -> Figure:
     fig, axes = plt.subplots(1, len(groups), figsize=(4 * len(groups), height), squeeze=False)
     for ax, g in zip(axes[0], groups):
         d = vi[vi.group == g].iloc[::-1]                                  # largest at the top
+        if len(d) == 1:                                                   # one input: its weight is 1, nothing chosen
+            ax.text(.5, .5, f'{d.variable.iloc[0]}: the only {g} input\n(its weight is always 1)', ha='center',
+                    va='center', transform=ax.transAxes)
+            ax.set(title=f'{g} inputs', xticks=[], yticks=[])
+            continue
         ax.barh(d.variable, d.importance)
         ax.set(title=f'{g} inputs', xlabel='mean selection weight', xlim=(0, 1))
     fig.tight_layout()
@@ -60,6 +65,8 @@ def plot_attention(ab:pd.DataFrame) -> Figure:
     "Mean attention against lag from the forecast origin, one line per horizon step."
     fig, ax = plt.subplots(figsize=(8, 3.5))
     for h, d in ab.groupby('horizon'): ax.plot(d.lag, d.attention, '.-', ms=3, label=f'step {h}')
+    n = ab.groupby('horizon').size()                                    # positions each step may attend to
+    ax.axhline(1 / n.iloc[0], color='grey', ls='--', lw=1, label=f'uniform (1/{n.iloc[0]}, step 1)')
     ax.axvline(0, color='k', lw=0.8, ls=':')
     ax.set(xlabel='lag from the forecast origin (bars; < 0 past)', ylabel='mean attention', title='Attention by lag')
     ax.legend(fontsize=8)

@@ -42,9 +42,11 @@ def plot_history(run, stopped_early: bool | None = None) -> Figure:
     _loss_panel(a, h, stopped)
     b.semilogy(h.epoch, h.grad_norm, 'o-', ms=3, label='mean per epoch')
     b.semilogy(h.epoch, h.grad_norm_max, '.', ms=4, alpha=.6, label='max per epoch')
-    b.axhline(EXPLODING, color='r', ls=':', lw=1, label=f'exploding > {EXPLODING:g}')
-    b.axhline(VANISHING, color='orange', ls=':', lw=1, label=f'vanishing < {VANISHING:g}')
-    b.set(title='Global gradient L2 norm', xlabel='epoch', ylim=(VANISHING / 10, EXPLODING * 10))
+    lo, hi = h.grad_norm.min() / 3, h.grad_norm_max.max() * 3                # the data's range, not the thresholds'
+    for t, colour, name in ((EXPLODING, 'r', 'exploding >'), (VANISHING, 'orange', 'vanishing <')):
+        if lo < t < hi: b.axhline(t, color=colour, ls=':', lw=1, label=f'{name} {t:g}')   # a threshold in view
+    b.set(title=f'Global gradient L2 norm (warnings: < {VANISHING:g}, > {EXPLODING:g})', xlabel='epoch',
+          ylabel='gradient norm', ylim=(lo, hi))
     b.legend(fontsize=8)
     c.plot(h.epoch, h.learning_rate, 'o-', ms=3)
     c.set(title='Learning rate', xlabel='epoch', ylabel='learning rate', yscale='log')
