@@ -5,6 +5,7 @@ import numpy as np, pytest, torch
 
 from tft_nb.data import load_sample
 from tft_nb.windows import PRESETS, SPLITS, DataConfig, make_windows, split_dates
+from tft_nb.evaluate import original_units
 
 CONFIGS = {
     'preset': PRESETS['ohlcv_gk_logvol_tft_v1'],
@@ -75,15 +76,25 @@ def perturb_after(bars, val):
     return b
 
 def test_scaling_ranges(case):
+    "Levels are scaled as the config says; close, a change from the origin, by the training returns' spread."
     name, cfg, wd = case
     train = wd.features.split.to_numpy() == 0
     g = _group(cfg, wd.features.series.to_numpy())
-    x = wd.features[wd.scaler.names].to_numpy('float64')
-    z = wd.scaler.transform(x, g)[train]
+    names = [v for v in wd.scaler.names if v not in wd.spec.relative]
+    cols = [wd.scaler.names.index(v) for v in names]
+    x = wd.features[names].to_numpy('float64')
+    z = ((x - wd.scaler.loc[g][:, cols]) / wd.scaler.scale[g][:, cols])[train]
+    for v in wd.spec.relative:                                         # close: no location, the spread of returns
+        j = wd.scaler.names.index(v)
+        for grp in np.unique(g):
+            r = wd.features.r.to_numpy()[train & (g == grp)]
+            assert wd.scaler.loc[grp, j] == 0 and np.isclose(wd.scaler.scale[grp, j], r.std(), rtol=1e-12), name
     if cfg.scaling == 'minmax':
         assert z.min() >= -1e-9 and z.max() <= 1 + 1e-9
+        levels = [j for j, v in enumerate(cfg.encoder_vars) if v not in wd.spec.relative]
         for b in wd.train.batches(512):
-            for t in (b.encoder, b.decoder, b.target):
+            parts = (b.encoder[..., levels], b.decoder) + (() if cfg.target in wd.spec.relative else (b.target,))
+            for t in parts:
                 assert t.min() >= -1e-6 and t.max() <= 1 + 1e-6, f"{name}: scaled training input outside [0, 1]"
     else:
         for grp in np.unique(g):
@@ -96,9 +107,7 @@ def test_inverse_recovers_test_targets(case):
     f, td = wd.features, cfg.horizon
     _, d = _rows(wd.test, cfg.encoder_length, td)
     want = f[cfg.target].to_numpy('float64')[d]
-    got = np.concatenate([wd.scaler.inverse(b.target.double().numpy(), _group(cfg, b.series.numpy())[:, None],
-                                            cfg.target)
-                          for b in wd.test.batches(256)])
+    got = original_units(wd, wd.test, torch.cat([b.target for b in wd.test.batches(256)]))   # in window order
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6 * np.abs(want).max())
 
 def _reference_window(wd, cfg, i):
@@ -106,7 +115,10 @@ def _reference_window(wd, cfg, i):
     f, sc = wd.features, wd.scaler
     g = int(wd.train.rows[i])
     grp = int(f.series.iat[g]) if cfg.per_symbol else 0
-    z = lambda row, v: (float(f[v].iat[row]) - sc.loc[grp, sc.names.index(v)]) / sc.scale[grp, sc.names.index(v)]
+    def z(row, v):
+        j = sc.names.index(v)
+        if v in wd.spec.relative: return np.log(f[v].iat[row] / f[v].iat[g]) / sc.scale[grp, j]   # from the origin
+        return (float(f[v].iat[row]) - sc.loc[grp, j]) / sc.scale[grp, j]
     enc = [[z(r, v) for v in cfg.encoder_vars] for r in range(g - cfg.encoder_length + 1, g + 1)]
     dec = [[z(r, v) for v in cfg.known] for r in range(g + 1, g + cfg.horizon + 1)]
     tgt = [z(r, cfg.target) for r in range(g + 1, g + cfg.horizon + 1)]

@@ -42,13 +42,14 @@ def checkpoint_data(side: dict, path='<checkpoint>') -> tuple[DataConfig, Scaler
         if not (d.get('bar_seconds') is None or isinstance(d['bar_seconds'], (int, float)) and d['bar_seconds'] > 0):
             raise ValueError(f"bar_seconds must be a number > 0 or null, got {d['bar_seconds']!r}")
         level = 'close' in [*spec['encoder_vars'], spec['target']] and 'close' not in spec.get('relative', [])
+        symbols = list(spec['symbols'])
     except (AttributeError, KeyError, TypeError, ValueError) as e:
         raise CheckpointError(f"{path}: its sidecar's data entry is malformed ({type(e).__name__}: {e}); "
                               "it was not written by tft_train or fit, or was edited") from None
     if level:
         raise CheckpointError(f"{path}: trained on close as a price level, by an earlier version of tft_nb; close is "
                               "now the log change from each window's origin (02_windows): train the model again")
-    return cfg, scaler, list(spec['symbols'])
+    return cfg, scaler, symbols
 
 # %% ../nbs/16_forecast.ipynb #f8c075c5
 def load_model(path) -> tuple[TemporalFusionTransformer, dict]:
