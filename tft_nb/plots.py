@@ -5,14 +5,14 @@
 # %% ../nbs/18_plots.ipynb #0f4beab8
 from __future__ import annotations
 from pathlib import Path
-import pandas as pd
+import numpy as np, pandas as pd
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 from .train import VANISHING, EXPLODING
 
 # %% auto #0
 __all__ = ['read_history', 'plot_history', 'plot_fan', 'calibration', 'plot_calibration', 'rolling_coverage',
-           'plot_rolling_coverage']
+           'plot_rolling_coverage', 'error_by_step', 'plot_error_by_step']
 
 # %% ../nbs/18_plots.ipynb #6bae950c
 def read_history(run) -> pd.DataFrame:
@@ -120,4 +120,24 @@ def plot_rolling_coverage(tables: dict, window: int = 60, step: int = 1) -> Figu
     ax.set(ylabel=f'share inside {qc[0][1:]}-{qc[-1][1:]}', ylim=(0, 1),
            title=f'Coverage of the {step}-step-ahead band over the last {window} origins')
     ax.legend(loc='lower left', fontsize=8)
+    return fig
+
+# %% ../nbs/18_plots.ipynb #e2b51cfc
+def error_by_step(fc: pd.DataFrame) -> pd.DataFrame:
+    "Mean pinball loss of each model (rows) at each horizon step (columns) of forecasts `fc` with actuals."
+    calibration(fc)                                                   # refuses a table without actuals
+    qc = _qcols(fc)
+    q, pred, y = np.array([float(c[1:]) for c in qc]), fc[qc].to_numpy('float64'), fc.actual.to_numpy('float64')
+    err = y[:, None] - pred
+    loss = np.maximum(q * err, (q - 1) * err).mean(1)                 # pinball, averaged over the quantiles
+    return fc.assign(pinball=loss).pivot_table('pinball', 'model', 'step', sort=False)
+
+def plot_error_by_step(fc: pd.DataFrame) -> Figure:
+    "Mean pinball loss against the horizon step, one line per model."
+    e = error_by_step(fc)
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    for name, row in e.iterrows(): ax.plot(row.index, row.to_numpy(), 'o-', ms=3, label=name)
+    ax.set(xlabel='horizon step', ylabel='mean pinball loss (original units)', xticks=list(e.columns),
+           title='Error by horizon step')
+    ax.legend(fontsize=8)
     return fig
