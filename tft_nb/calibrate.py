@@ -22,11 +22,14 @@ def conformal_offsets(pred: Tensor, y: Tensor, quantiles) -> Tensor:
     if pred.dim() != 3 or y.shape != pred.shape[:2] or pred.shape[2] != len(quantiles):
         raise SettingError(f"forecasts (N, Td, Q) and outcomes (N, Td) with Q = {len(quantiles)} levels expected, "
                            f"got {tuple(pred.shape)} and {tuple(y.shape)}")
-    n = len(y)
-    if n < 2: raise SettingError(f"calibration needs at least 2 windows, got {n}")
-    scores = (y[..., None] - pred).double().sort(dim=0).values                      # (N, Td, Q), ascending
+    if len(y) < 2: raise SettingError(f"calibration needs at least 2 windows, got {len(y)}")
+    return _ranked(y[..., None] - pred, quantiles)
+
+def _ranked(scores: Tensor, quantiles) -> Tensor:
+    "The ceil((n+1) tau)-th smallest of the n `scores` (n, Td, Q) of each level tau and step; (Td, Q)."
+    n = len(scores)
     k = torch.tensor([min(n, math.ceil((n + 1) * q)) for q in quantiles])          # (Q,) 1-based ranks
-    return scores[k - 1, :, torch.arange(len(quantiles))].T.float()                 # (Td, Q)
+    return scores.double().sort(dim=0).values[k - 1, :, torch.arange(len(quantiles))].T.float()
 
 # %% ../nbs/08a_calibrate.ipynb #16f01637
 @dataclass
@@ -88,9 +91,7 @@ def recent_offsets(scores: Tensor, ends: np.ndarray, at: np.ndarray, quantiles, 
         j = np.searchsorted(u, a, side='right')                          # ends known at `a`
         if j < bars: continue                                            # not yet a full window: the fallback
         pick = (ends >= u[j - bars]) & (ends <= a)
-        s = scores[torch.from_numpy(pick)]                                # (n, Td, Q) y - pred
-        k = torch.tensor([min(len(s), math.ceil((len(s) + 1) * q)) for q in quantiles])
-        out[torch.from_numpy(at == a)] = s.sort(dim=0).values[k - 1, :, torch.arange(len(quantiles))].T.float()
+        out[torch.from_numpy(at == a)] = _ranked(scores[torch.from_numpy(pick)], quantiles)   # y - pred
     return out
 
 # %% ../nbs/08a_calibrate.ipynb #d9c87ea9

@@ -5,10 +5,11 @@
 # %% ../nbs/18_plots.ipynb #0f4beab8
 from __future__ import annotations
 from pathlib import Path
-import numpy as np, pandas as pd
+import pandas as pd, torch
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 from .train import VANISHING, EXPLODING
+from .loss import pinball
 
 # %% auto #0
 __all__ = ['read_history', 'plot_history', 'plot_fan', 'calibration', 'plot_calibration', 'rolling_coverage',
@@ -127,10 +128,9 @@ def error_by_step(fc: pd.DataFrame) -> pd.DataFrame:
     "Mean pinball loss of each model (rows) at each horizon step (columns) of forecasts `fc` with actuals."
     calibration(fc)                                                   # refuses a table without actuals
     qc = _qcols(fc)
-    q, pred, y = np.array([float(c[1:]) for c in qc]), fc[qc].to_numpy('float64'), fc.actual.to_numpy('float64')
-    err = y[:, None] - pred
-    loss = np.maximum(q * err, (q - 1) * err).mean(1)                 # pinball, averaged over the quantiles
-    return fc.assign(pinball=loss).pivot_table('pinball', 'model', 'step', sort=False)
+    pred, y = torch.tensor(fc[qc].to_numpy('float64'))[:, None], torch.tensor(fc.actual.to_numpy('float64'))[:, None]
+    loss = pinball(pred, y, [float(c[1:]) for c in qc]).mean(-1)[:, 0]  # (rows,): averaged over the quantiles
+    return fc.assign(pinball=loss.numpy()).pivot_table('pinball', 'model', 'step', sort=False)
 
 def plot_error_by_step(fc: pd.DataFrame) -> Figure:
     "Mean pinball loss against the horizon step, one line per model."
