@@ -8,11 +8,12 @@ from pathlib import Path
 import pandas as pd, torch
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
+from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
 from .train import VANISHING, EXPLODING
 from .loss import pinball
 
 # %% auto #0
-__all__ = ['read_history', 'plot_history', 'plot_fan', 'calibration', 'plot_calibration', 'rolling_coverage',
+__all__ = ['read_history', 'plot_history', 'plot_fan', 'calibration', 'plot_calibration', 'plot_origin', 'rolling_coverage',
            'plot_rolling_coverage', 'error_by_step', 'plot_error_by_step']
 
 # %% ../nbs/18_plots.ipynb #6bae950c
@@ -57,26 +58,42 @@ def plot_history(run, stopped_early: bool | None = None) -> Figure:
 # %% ../nbs/18_plots.ipynb #68860569
 def _qcols(fc: pd.DataFrame) -> list[str]: return [c for c in fc.columns if c.startswith('q')]
 
-def plot_fan(fc: pd.DataFrame, step: int = 1, symbols: list | None = None, last: int | None = 250,
-             ylabel: str = 'target') -> Figure:
-    "Fan charts of the `step`-ahead forecasts in `fc` (one panel per symbol): outer quantile band, median, actuals."
-    qc = _qcols(fc)
+def _dates(ax):
+    "Short date labels on the x axis of `ax` (the year once, then months or days), so that narrow panels stay legible."
+    loc = AutoDateLocator(maxticks=6)
+    ax.xaxis.set_major_locator(loc)
+    ax.xaxis.set_major_formatter(ConciseDateFormatter(loc))
+
+def _fan_panel(ax, d: pd.DataFrame, qc: list[str]):
+    "The outer quantile band, the median and (when known) the actuals of the forecast rows `d` by target time."
     lo, mid, hi = qc[0], qc[len(qc) // 2], qc[-1]
+    ax.fill_between(d.ts_event, d[lo], d[hi], alpha=.3, label=f'{lo[1:]}-{hi[1:]} band')
+    ax.plot(d.ts_event, d[mid], lw=1.2, label=f'median ({mid[1:]})')
+    if 'actual' in d: ax.plot(d.ts_event, d.actual, 'k.', ms=2.5, label='actual')
+
+def plot_fan(fc: pd.DataFrame, step: int | list | None = 1, symbols: list | None = None, last: int | None = 250,
+             ylabel: str = 'target') -> Figure:
+    "Fan charts of the `step`-ahead forecasts in `fc` (a panel per symbol and step; `None`: every step): band, median."
+    qc = _qcols(fc)
     symbols = [symbols] if isinstance(symbols, str) else symbols or sorted(fc.symbol.unique())
-    if step not in set(fc.step):
+    steps = sorted(set(fc.step)) if step is None else list(step) if isinstance(step, (list, tuple)) else [step]
+    if not set(steps) <= set(fc.step):
         raise ValueError(f"step must be one of the forecast's steps {sorted(set(fc.step))}, got {step}")
     if missing := [s for s in symbols if s not in set(fc.symbol)]:
         raise ValueError(f"symbols {missing} have no forecasts; the forecast has {sorted(set(fc.symbol))}")
-    fig, axes = plt.subplots(len(symbols), 1, figsize=(12, 3.2 * len(symbols)), squeeze=False)
-    for ax, s in zip(axes[:, 0], symbols):
-        d = fc[(fc.symbol == s) & (fc.step == step)].sort_values('ts_event')
-        if last: d = d.iloc[-last:]
-        ax.fill_between(d.ts_event, d[lo], d[hi], alpha=.3, label=f'{lo[1:]}-{hi[1:]} band')
-        ax.plot(d.ts_event, d[mid], lw=1.2, label=f'median ({mid[1:]})')
-        if 'actual' in d: ax.plot(d.ts_event, d.actual, 'k.', ms=2.5, label='actual')
-        ax.set(title=f'{s}: {step}-step-ahead forecasts', ylabel=ylabel)
-        ax.legend(loc='upper left', fontsize=8)
-    fig.tight_layout()
+    one = len(steps) == 1
+    fig, axes = plt.subplots(len(symbols), len(steps), figsize=(12 if one else 3.4 * len(steps), 3.2 * len(symbols)),
+                             squeeze=False, sharey='row', layout='constrained')
+    for row, s in zip(axes, symbols):
+        for ax, h in zip(row, steps):
+            d = fc[(fc.symbol == s) & (fc.step == h)].sort_values('ts_event')
+            if last: d = d.iloc[-last:]
+            _fan_panel(ax, d, qc)
+            ax.set_title(f'{s}: {h}-step-ahead forecasts', fontsize='large' if one else 'medium')
+            if not one: _dates(ax)
+        row[0].set_ylabel(ylabel)
+        if one: row[0].legend(loc='upper left', fontsize=8)
+    if not one: fig.legend(*axes[0, 0].get_legend_handles_labels(), loc='outside upper center', ncol=3, fontsize=9)
     return fig
 
 # %% ../nbs/18_plots.ipynb #77c6d9db
@@ -95,6 +112,53 @@ def plot_calibration(fc: pd.DataFrame) -> Figure:
     ax.set(xlabel='nominal quantile level', ylabel='share of actuals below the quantile', xlim=(0, 1), ylim=(0, 1),
            title='Calibration')
     ax.legend()
+    return fig
+
+# %% ../nbs/18_plots.ipynb #9c12accc
+def _past(fc: pd.DataFrame, symbol, origin: pd.Timestamp, history: pd.DataFrame | None) -> pd.Series:
+    "The target of `symbol` at each time up to `origin`, by time: from `history` if given, else from `fc`'s actuals."
+    if history is None:
+        if 'actual' not in fc: raise ValueError("plot_origin needs the target's past values: fc has no actual "
+                                                "column; pass history (a frame with symbol, ts_event and the target)")
+        d, col = fc[fc.symbol == symbol].drop_duplicates('ts_event'), 'actual'
+    else:
+        col = fc.target.iloc[0]
+        if missing := [c for c in ('symbol', 'ts_event', col) if c not in history]:
+            raise ValueError(f"history lacks the columns {missing}: it needs symbol, ts_event and the target {col!r}")
+        d = history[history.symbol == symbol]
+    past = pd.Series(d[col].to_numpy(), index=pd.DatetimeIndex(d.ts_event)).sort_index()
+    return past[past.index <= origin]
+
+def plot_origin(fc: pd.DataFrame, symbol=None, origin=None, lookback: int = 60, history: pd.DataFrame | None = None,
+                ylabel: str = 'target') -> Figure:
+    "The last `lookback` values of `symbol` up to `origin`, then the forecast from it: its bands, median, outcomes."
+    symbol = sorted(set(fc.symbol))[0] if symbol is None else symbol
+    if symbol not in set(fc.symbol):
+        raise ValueError(f"symbol {symbol!r} has no forecasts; the forecast has {sorted(set(fc.symbol))}")
+    mine = fc[fc.symbol == symbol]
+    o = mine.origin.max() if origin is None else pd.Timestamp(origin)
+    if o.tzinfo is None and getattr(mine.origin.dtype, 'tz', None): o = o.tz_localize(mine.origin.dtype.tz)
+    f = mine[mine.origin == o].sort_values('step')
+    if f.empty: raise ValueError(f"origin {origin} is not among the {mine.origin.nunique()} origins of {symbol!r} "
+                                 f"({mine.origin.min()} to {mine.origin.max()})")
+    past = _past(fc, symbol, o, history)
+    past = past.iloc[max(len(past) - lookback, 0):]
+    qc = _qcols(fc)
+    mid = qc[len(qc) // 2]
+    fig, ax = plt.subplots(figsize=(10, 4))
+    ax.plot(past.index, past.to_numpy(), 'k-', lw=1.2, label='actual up to the origin')
+    for i in range(len(qc) // 2):                                     # the outer pair first, each inner one over it
+        ax.fill_between(f.ts_event, f[qc[i]], f[qc[-1 - i]], color='C0', alpha=.2 + .15 * i,
+                        label=f'{qc[i][1:]}-{qc[-1 - i][1:]} band')
+    ax.plot(f.ts_event, f[mid], 'o-', color='C0', ms=3, lw=1.2, label=f'median ({mid[1:]})')
+    if 'actual' in f and f.actual.notna().any():
+        ax.plot(f.ts_event, f.actual, 'o--', color='C3', ms=4, lw=1, label='actual outcome')
+    ax.axvline(o, color='grey', ls=':', lw=1, label='origin')
+    when = f'{o:%Y-%m-%d}' if o == o.normalize() else f'{o}'
+    ax.set(title=f'{symbol}: forecast from {when}, steps {f.step.min()}-{f.step.max()}', ylabel=ylabel)
+    _dates(ax)
+    ax.legend(loc='upper left', bbox_to_anchor=(1.01, 1), fontsize=8)    # outside: the history fills the axes
+    fig.tight_layout()
     return fig
 
 # %% ../nbs/18_plots.ipynb #2cf63345
