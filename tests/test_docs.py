@@ -92,6 +92,42 @@ def test_hidden_cells_and_directives_are_not_shown(site):
     assert 'nbdev_export()' not in html          # the `#| hide` export cell
     assert '#| export' not in html and '#| default_exp' not in html
 
+def test_tests_are_folded(site):
+    "Test cells (`code-fold: true`) are folded behind a summary line; the examples and their outputs are not."
+    html = (site / 'loss.html').read_text()
+    folds = re.findall(r'<details class="tft-fold">.*?</details>', html, re.S)
+    assert len(folds) == 4 and all('Tests</summary>' in f for f in folds), len(folds)
+    outside = re.sub(r'<details class="tft-fold">.*?</details>', '', html, flags=re.S)
+    assert 'test_close' not in outside and 'test_fail' not in outside
+    assert 'pinball</span><span class="p">(</span><span class="n">pred' in outside    # the example, not folded
+
+def test_a_folded_cell_keeps_its_outputs():
+    "A folded cell with outputs: its code behind the summary line, its outputs shown; without outputs, only the fold."
+    import build_docs, nbformat
+    cell = nbformat.v4.new_code_cell
+    nb = nbformat.v4.new_notebook(cells=[cell('#| code-fold: true\n#| code-summary: "The checks"\nx = 1'),
+                                         cell('#| code-fold: true\n1 + 1')])
+    nb.cells[1].outputs = [nbformat.v4.new_output('execute_result', {'text/plain': '2'}, execution_count=1)]
+    build_docs._prepare(nb)
+    assert [c.cell_type for c in nb.cells] == ['markdown', 'markdown', 'code'], [c.cell_type for c in nb.cells]
+    assert '<summary>The checks</summary>' in nb.cells[0].source and 'x = 1' in nb.cells[0].source
+    assert '<summary>Code</summary>' in nb.cells[1].source and '1 + 1' in nb.cells[1].source
+    assert nb.cells[2].outputs and 'remove_input' in nb.cells[2].metadata.tags
+
+def _example_outputs(nb: Path) -> list[str]:
+    "The saved outputs of the notebook's visible cells that are not `show_doc` sections."
+    out = []
+    for c in json.loads(nb.read_text())['cells']:
+        src = ''.join(c['source'])
+        if c['cell_type'] != 'code' or src.startswith(('show_doc', '#| hide')) or '#| echo: false' in src: continue
+        out += [o for o in c.get('outputs', []) if o['output_type'] != 'error']
+    return out
+
+def test_every_page_shows_an_example_with_its_output():
+    "Every notebook is saved with the output of at least one example (tools/run_nbs.py writes them)."
+    bare = [nb.name for nb in sorted((root / 'nbs').glob('*.ipynb')) if not _example_outputs(nb)]
+    assert not bare, f"notebooks without a saved example output: {bare} (run python tools/run_nbs.py)"
+
 def _outputs(nb: Path) -> str:
     "All text the notebook's saved outputs show (streams and plain-text results)."
     out = []

@@ -4,7 +4,8 @@
 this script runs nbdev's own notebook processing (`nbdev.serve.proc_nbs`: hidden cells dropped, `show_doc` added
 and rendered for every exported symbol, doc links resolved) and renders each processed notebook to one HTML page
 with nbconvert, named as Quarto would name it (`output-file`), with links made relative and pointed at the ids the
-pages have. Each page gets a sidebar of the notebooks in reading order and a table of contents of its own sections.
+pages have. Each page gets a sidebar of the notebooks in reading order and a table of contents of its own sections;
+cells marked `code-fold: true` (the tests) show a summary line that opens their code, as Quarto folds them.
 Math (`$...$`, `$$...$$`) is converted to MathML at build time (latex2mathml, from PyPI), which browsers render
 without a script, so the pages need nothing from the network: every external script of nbconvert's template
 (MathJax, require.js from a CDN) is left out.
@@ -31,18 +32,35 @@ def _frontmatter(nb) -> dict:
 _QUARTO_ATTR = re.compile(r'\[([^\]]+)\]\(([^)\s]+)\)\{target="_blank" style="([^"]*)"\}')
 _HTML_LINK = r'<a href="\2" target="_blank" style="\3">\1</a>'   # the same link in plain HTML
 
+def _directive(line: str) -> tuple[str, str]:
+    "A `#| key: value` line as (key, value), quotes dropped."
+    k, _, v = line[2:].partition(':')
+    return k.strip(), v.strip().strip('"\'')
+
+def _folded(source: str, summary: str):
+    "A markdown cell that shows `source` folded, as Quarto's `code-fold` does: a summary line that opens the code."
+    return nbformat.v4.new_markdown_cell(f'<details class="tft-fold"><summary>{_html.escape(summary)}</summary>\n\n'
+                                         f'```python\n{source}\n```\n\n</details>')
+
 def _prepare(nb):
-    "Drop directive lines; hide the input of `echo: false` cells (show_doc) and cells that are only directives."
+    "Drop directive lines; hide the input of `echo: false` cells and of directive-only ones; fold `code-fold` cells."
+    cells = []
     for c in nb.cells:
         c.pop('has_sd', None)   # nbdev's processing marker, not part of the notebook format
+        cells.append(c)
         if c.cell_type != 'code': continue
         for o in c.get('outputs', []):   # Quarto's link attributes (show_doc's "source" link) as plain HTML
             md = o.get('data', {}).get('text/markdown')
             if md: o['data']['text/markdown'] = _QUARTO_ATTR.sub(_HTML_LINK, ''.join(md))
         lines = c.source.splitlines()
-        dirs = [l.replace(' ', '') for l in lines if l.startswith('#|')]
+        dirs = dict(_directive(l) for l in lines if l.startswith('#|'))
         c.source = '\n'.join(l for l in lines if not l.startswith('#|'))
-        if '#|echo:false' in dirs or not c.source.strip(): c.metadata.setdefault('tags', []).append('remove_input')
+        if dirs.get('code-fold') == 'true' and c.source.strip():
+            cells.insert(-1, _folded(c.source, dirs.get('code-summary', 'Code')))
+            if not c.get('outputs'): cells.pop()
+            c.source = ''
+        if dirs.get('echo') == 'false' or not c.source.strip(): c.metadata.setdefault('tags', []).append('remove_input')
+    nb.cells = cells
 
 _CODE = re.compile(r'(```.*?```|`[^`\n]*`)', re.S)                     # code blocks and spans: no math inside
 _MATH = re.compile(r'\$\$(.+?)\$\$|(?<![\\$\w])\$([^$\n]+?)\$(?![\w$])', re.S)
@@ -71,6 +89,8 @@ body { margin: 0; }
 .tft-main { flex: 1 1 auto; min-width: 0; }
 .jp-RenderedMarkdown pre { margin-bottom: 1em; }
 math[display="block"] { margin: .6em 0; }
+details.tft-fold { margin: .4em 0 .8em; }
+details.tft-fold > summary { cursor: pointer; color: #555; font-size: 90%; }
 </style>"""
 
 def _sidebar(pages, here: str) -> str:
