@@ -49,6 +49,9 @@ def test_math_is_rendered_and_nothing_comes_from_the_network(site):
         left = [m.group(0)[:60] for m in tex.finditer(_text_outside_code(html))]
         assert not left, f"{p.name}: raw TeX outside code: {left[:3]}"
     assert (site / 'calibrate.html').read_text().count('<math') >= 5      # the calibration page's equations
+    for page in ('gating.html', 'attention.html'):                         # `aligned` equations as tables
+        html = (site / page).read_text()
+        assert '<mtable' in html and not re.search(r'<mi>&(amp;)?</mi>', html), f"{page}: an aligned equation's & shown"
 
 def test_sidebar_in_reading_order_and_a_table_of_contents(site):
     "Every page lists every page, in the notebooks' order, marks itself, and lists its own sections."

@@ -65,10 +65,24 @@ def _prepare(nb):
 _CODE = re.compile(r'(```.*?```|`[^`\n]*`)', re.S)                     # code blocks and spans: no math inside
 _MATH = re.compile(r'\$\$(.+?)\$\$|(?<![\\$\w])\$([^$\n]+?)\$(?![\w$])', re.S)
 
+_ALIGNED = re.compile(r'^\\begin\{aligned\}(.*)\\end\{aligned\}$', re.S)
+
+def _inner(tex: str) -> str:
+    "The MathML of `tex` without its `<math>` element (nothing for an empty cell)."
+    return re.sub(r'^<math[^>]*>|</math>$', '', _mathml(tex)) if tex else ''
+
+def aligned(body: str) -> str:
+    "An `aligned` environment's `body` as a MathML table: rows at `\\\\`, cells at `&` (latex2mathml has no `aligned`)."
+    rows = [r for r in re.split(r'\\\\', body) if r.strip()]
+    cells = ''.join('<mtr>' + ''.join(f'<mtd>{_inner(c.strip())}</mtd>' for c in r.split('&')) + '</mtr>' for r in rows)
+    return ('<math xmlns="http://www.w3.org/1998/Math/MathML" display="block">'
+            f'<mtable class="aligned">{cells}</mtable></math>')
+
 def math_to_mathml(md: str) -> str:
     "Markdown `md` with its TeX math (`$...$` inline, `$$...$$` display) as MathML, code left alone."
     def sub(m):
         tex, block = (m.group(1), True) if m.group(1) is not None else (m.group(2), False)
+        if block and (env := _ALIGNED.match(tex.strip())): return aligned(env.group(1))
         return _mathml(tex.strip(), display='block' if block else 'inline')
     return ''.join(part if i % 2 else _MATH.sub(sub, part) for i, part in enumerate(_CODE.split(md)))
 
@@ -89,13 +103,18 @@ body { margin: 0; }
 .tft-main { flex: 1 1 auto; min-width: 0; }
 .jp-RenderedMarkdown pre { margin-bottom: 1em; }
 math[display="block"] { margin: .6em 0; }
+mtable.aligned mtd { padding: .2em 0; }
+mtable.aligned mtd:nth-child(odd) { text-align: right; }
+mtable.aligned mtd:nth-child(even) { text-align: left; }
+mtable.aligned mtd:nth-child(3) { padding-left: 3em; }
 details.tft-fold { margin: .4em 0 .8em; }
 details.tft-fold > summary { cursor: pointer; color: #555; font-size: 90%; }
 </style>"""
 
 def _sidebar(pages, here: str) -> str:
     "The pages in reading order, the current one marked."
-    links = ''.join(f'<a href="{f}"{" class=here" if f == here else ""}>{_html.escape(plain(t))}</a>' for f, t in pages)
+    names = {f: 'Overview' if f == 'index.html' else plain(t) for f, t in pages}     # the title is the project's name
+    links = ''.join(f'<a href="{f}"{" class=here" if f == here else ""}>{_html.escape(names[f])}</a>' for f, _ in pages)
     return f'<nav class="tft-side" aria-label="pages"><b>tft_nb</b>{links}</nav>'
 
 _HEAD = re.compile(r'<h([23]) id="([^"]+)"[^>]*>(.*?)(?:<a class="anchor-link"|</h[23]>)', re.S)
