@@ -18,9 +18,10 @@ HOLIDAYS = [Holiday("New Year's Day", month=1, day=1, observance=sunday_to_monda
             Holiday('Independence Day', month=7, day=4, observance=nearest_workday), USLaborDay, USThanksgivingDay,
             Holiday('Christmas Day', month=12, day=25, observance=nearest_workday)]   # the US exchanges' (NYSE, Nasdaq)
 
-def observed_holidays(days: pd.DatetimeIndex, rules=HOLIDAYS) -> list:
-    "The holiday `rules` that daily bars on `days` (tz-naive dates) close on: most past weekday dates have no bar."
+def observed_holidays(days: pd.DatetimeIndex, rules: list | None = None) -> list:
+    "The holiday `rules` (default `HOLIDAYS`) that bars on `days` (naive dates) close on: most past dates lack bars."
     observed = []
+    rules = HOLIDAYS if rules is None else rules
     for r in rules:
         past = r.dates(days.min(), days.max())
         past = past[past.day_of_week < 5]
