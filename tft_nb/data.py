@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip, importlib.util, io, logging, re, struct, zlib
 from pathlib import Path
 from types import SimpleNamespace as NS
+from typing import Sequence
 import numpy as np, pandas as pd
 import databento_dbn as dbn
 import zstandard
@@ -161,14 +162,14 @@ def _check_values(meta: dbn.Metadata, vals: np.ndarray, path):
                        "which no bar aggregated from trades has")
 
 # %% ../nbs/01_data.ipynb #e926f587
-def tidy_bars(df: pd.DataFrame, by_time: bool = False) -> pd.DataFrame:
-    "The tidy frame of `df`: standard columns, categorical symbol, stable sort by symbol (and by time if `by_time`)."
+def tidy_bars(df: pd.DataFrame, by_time: bool = False, extra: Sequence[str] = ()) -> pd.DataFrame:
+    "The tidy frame of `df`: standard columns (then those of `extra` it has), categorical symbol, sorted by symbol."
     sym = df['symbol']
     if not isinstance(sym.dtype, pd.CategoricalDtype): sym = sym.astype(str).astype('category')
     if list(sym.cat.categories) != (cats := sorted(sym.cat.categories)): sym = sym.cat.reorder_categories(cats)
     codes = sym.cat.codes.to_numpy()
     order = np.lexsort((df['ts_event'].to_numpy(), codes)) if by_time else np.argsort(codes, kind='stable')
-    out = df[COLUMNS].assign(symbol=sym)
+    out = df[COLUMNS + [c for c in extra if c in df.columns]].assign(symbol=sym)
     if (order != np.arange(len(order))).any(): out = out.iloc[order]
     out = out.reset_index(drop=True)
     out['ts_event'] = out['ts_event'].dt.as_unit('ns')
@@ -239,8 +240,8 @@ def _to_utc(s: pd.Series, path) -> pd.Series:
         raise DataError(f"{path}: column 'ts_event' has values that are not timestamps ({e})") from None
 
 # %% ../nbs/01_data.ipynb #f834b8b3
-def normalize_columns(df: pd.DataFrame, path='<frame>') -> pd.DataFrame:
-    "Map `df`'s columns onto the tidy frame's names (case-insensitive aliases) and types."
+def normalize_columns(df: pd.DataFrame, path='<frame>', extra: Sequence[str] = ()) -> pd.DataFrame:
+    "Map `df`'s columns onto the tidy frame's names (case-insensitive aliases) and types; keep those of `extra`."
     if isinstance(df.index, pd.DatetimeIndex) and not any(c.lower() in ALIASES['ts_event'] for c in df.columns):
         df = df.reset_index(names='ts_event')
     df = df.reset_index(drop=True)
@@ -255,6 +256,7 @@ def normalize_columns(df: pd.DataFrame, path='<frame>') -> pd.DataFrame:
             found = ', '.join(map(str, df.columns))
             raise DataError(f"{path}: missing column '{col}' (accepted names: {', '.join(names)}; found: {found})")
         out[col] = df[src]
+    out.update({c: df[c] for c in extra if c in df.columns and c not in out})   # the user's inputs, by exact name
     res = pd.DataFrame(out, index=pd.RangeIndex(len(df)))
     for c in PRICES + ['volume']:
         v = pd.to_numeric(res[c], errors='coerce')
@@ -333,8 +335,8 @@ def suspect_moves_warning(bars: pd.DataFrame, source: str = '<bars>', shown: int
             "print? Adjust the prices or drop those bars")
 
 # %% ../nbs/01_data.ipynb #765a888f
-def _read_one(path: Path) -> pd.DataFrame:
-    "Read one file of any supported format (zstd-compressed or not) into the tidy frame (unchecked)."
+def _read_one(path: Path, columns: Sequence[str] = ()) -> pd.DataFrame:
+    "Read one file of any supported format (zstd-compressed or not) into the tidy frame (unchecked), with `columns`."
     b = _read_bytes(path)
     if b[:3] == b'DBN':
         df = _dbn_frame(b, path)
@@ -352,16 +354,16 @@ def _read_one(path: Path) -> pd.DataFrame:
         except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError) as e:
             raise DataError(f"{path}: not a readable CSV file ({' '.join(str(e).split())})") from None
     if len(df) == 0: raise _NoBars(f"{path}: no bars (the file has a header but no rows)")
-    return tidy_bars(normalize_columns(df, path))
+    return tidy_bars(normalize_columns(df, path, columns), extra=columns)
 
 # %% ../nbs/01_data.ipynb #d35b4baf
 # the files a folder's bars are read from
 DATA_NAMES = re.compile(r'\.(dbn|dbz|csv|parquet|pq)(\.(zst|zstd|gz))?$', re.IGNORECASE)
 
-def read_ohlcv(path) -> pd.DataFrame:
-    "Read a DBN, CSV or Parquet file, or a folder of them (the files named as such), into the checked tidy frame."
+def read_ohlcv(path, columns: Sequence[str] = ()) -> pd.DataFrame:
+    "Read a DBN, CSV or Parquet file, or a folder of them (named as such), into the checked tidy frame, with `columns`."
     path = Path(path)
-    if not path.is_dir(): return check_bars(_read_one(path), path)
+    if not path.is_dir(): return check_bars(_read_one(path, columns), path)
     # all but folders and hidden files: a broken link too, so that its name is reported
     found = sorted(f for f in path.iterdir() if not f.is_dir() and not f.name.startswith('.'))
     files = [f for f in found if DATA_NAMES.search(f.name)]
@@ -373,7 +375,7 @@ def read_ohlcv(path) -> pd.DataFrame:
         logging.getLogger('tft_nb').info(f"{path}: skipped {len(skipped)} file(s) not named as bars: {listed(skipped)}")
     parts, empty = {}, []
     for f in files:
-        try: parts[f] = check_bars(_read_one(f), f)
+        try: parts[f] = check_bars(_read_one(f, columns), f)
         except _NoBars: empty.append(f.name)   # e.g. a day without trading in a download split by day
     if empty:
         if not parts:
@@ -385,7 +387,7 @@ def read_ohlcv(path) -> pd.DataFrame:
     if len(schemas) > 1:
         sizes = ', '.join(f'{n} is {s}' for s, n in schemas.items())
         raise DataError(f"{path}: DBN files of different bar sizes ({sizes}); keep one bar size per folder")
-    return check_bars(tidy_bars(pd.concat(parts.values(), ignore_index=True), by_time=True), path)
+    return check_bars(tidy_bars(pd.concat(parts.values(), ignore_index=True), by_time=True, extra=columns), path)
 
 # %% ../nbs/01_data.ipynb #02e7b750
 def _arch_file(name: str) -> Path:

@@ -197,8 +197,8 @@ def _check_same_run(stem: Path, side: dict, cfg: TrainConfig, model_config: TFTC
     "Refuse a checkpoint whose run had other settings or other training bars than this one."
     sd, nd = side.get('data', {}), as_json(data)
     try:
-        saved = {**side.get('model_config', {}), **(sd.get('config') or {}), 'relative': [], **sd.get('spec', {}),
-                 **side.get('train_config', {})}
+        saved = {**side.get('model_config', {}), 'static': [], **(sd.get('config') or {}), 'relative': [],
+                 'categories': {}, **sd.get('spec', {}), **side.get('train_config', {})}   # older runs: none of these
         change = _scaler_change(sd['scaler'], nd['scaler'])
     except (AttributeError, KeyError, TypeError, ValueError) as e:   # a sidecar edited by hand
         raise CheckpointError(f"cannot resume from {stem}: its sidecar {stem.name}.json has a malformed model_config, "

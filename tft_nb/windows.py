@@ -11,6 +11,7 @@ import numpy as np, pandas as pd, torch
 from torch import Tensor
 from .checks import SettingError, check_fields, check_ints, listed, one_of
 from .data import DataError, COLUMNS, PRICES, check_bars, normalize_columns, suspect_moves_warning, tidy_bars
+from .covariates import RESERVED, category_codes, check_reals, static_categories, static_values
 
 # %% auto #0
 __all__ = ['OBSERVED', 'CALENDAR', 'TARGETS', 'PRESETS', 'SPLITS', 'Batch', 'make_features', 'DataConfig', 'split_dates',
@@ -41,7 +42,7 @@ def _calendar(ts: pd.Series) -> dict:
             'hour': ts.dt.hour, 'minute': ts.dt.minute}
 
 def make_features(bars: pd.DataFrame) -> pd.DataFrame:
-    "Per-bar features of tidy `bars` (see table above), first bar of each symbol dropped, with `time_idx`."
+    "Per-bar features of tidy `bars` (see table above) and its other columns, first bar of each symbol dropped."
     o, h, l, c = (bars[k].to_numpy('float64') for k in ('open', 'high', 'low', 'close'))
     code = pd.factorize(bars.symbol)[0]
     first = np.r_[True, code[1:] != code[:-1]]  # first bar of each symbol
@@ -52,7 +53,8 @@ def make_features(bars: pd.DataFrame) -> pd.DataFrame:
         dv = np.nan_to_num(np.log(v / prev(v)), nan=0.0, posinf=0.0, neginf=0.0)  # no volume yet: no change
     f = pd.DataFrame({'ts_event': bars.ts_event, 'symbol': bars.symbol, 'r': np.log(c / prev(c)),
                       'lv': 0.5 * np.log(np.maximum(gk, 1e-12)), 'dv': dv, 'rng': (h - l) / c, 'close': c,
-                      **{k: s.to_numpy('float64') for k, s in _calendar(bars.ts_event).items()}})
+                      **{k: s.to_numpy('float64') for k, s in _calendar(bars.ts_event).items()},
+                      **{k: bars[k].to_numpy() for k in bars.columns if k not in COLUMNS}})   # the user's inputs
     f = f[~first].reset_index(drop=True)
     f.insert(2, 'time_idx', f.groupby('symbol').cumcount())
     return f
@@ -64,8 +66,9 @@ class DataConfig:
     encoder_length: int = 60            # past bars the model sees (Te)
     horizon: int = 5                    # future bars to forecast (Td)
     target: str = 'lv'                  # forecast target, one of TARGETS
-    observed: tuple = OBSERVED          # past-observed inputs (the target is always added)
-    known: tuple = ('dow', 'month')     # known-future calendar inputs, from CALENDAR
+    observed: tuple = OBSERVED          # past-observed inputs, built-in or columns of the data (the target is added)
+    known: tuple = ('dow', 'month')     # known-future inputs: calendar ones from CALENDAR, or columns of the data
+    static: tuple = ()                  # static categorical columns of the data, one value per symbol (and the symbol)
     scaling: str = 'zscore'             # 'zscore' or 'minmax' (to [0, 1], as the original trainer did)
     per_symbol: bool = False            # one scaler per symbol instead of one pooled over symbols
     val_start: str | None = None        # first timestamp of the validation split (ISO); None: use val_frac
@@ -75,13 +78,24 @@ class DataConfig:
 
     def __post_init__(self):
         check_ints(self)
-        self.observed, self.known = (_names(v) for v in (self.observed, self.known))
-        inputs, scalings = OBSERVED + ('close',), ('zscore', 'minmax')
+        self.observed, self.known, self.static = (_names(v) for v in (self.observed, self.known, self.static))
+        past, scalings = OBSERVED + ('close',), ('zscore', 'minmax')
+        names = self.observed + self.known + self.static
+        taken = [n for n in names if n in RESERVED and n not in past]
         check_fields(self, [
             ('encoder_length', self.encoder_length >= 1, '>= 1'), ('horizon', self.horizon >= 1, '>= 1'),
             ('target', self.target in TARGETS, f'one of {TARGETS}'),
-            ('observed', set(self.observed) <= set(inputs), f'some of {inputs}'),
-            ('known', bool(self.known) and set(self.known) <= set(CALENDAR), f'one or more of {CALENDAR}'),
+            ('observed', not set(self.observed) & set(CALENDAR),
+             lambda s: f"free of the calendar inputs {CALENDAR}: they are known ahead, give them in {s('known')}"),
+            ('known', bool(self.known), 'one or more inputs: calendar ones from CALENDAR or columns of the data'),
+            ('known', not set(self.known) & set(past + self.observed),
+             lambda s: f"free of past-observed inputs ({listed(sorted(set(self.known) & set(past + self.observed)))}"
+                       f"): they are known only up to the origin, give them in {s('observed')}"),
+            ('static', not set(self.static) & set(past + CALENDAR + self.observed + self.known + ('symbol',)),
+             'columns of the data that are no other input (the symbol is always one)'),
+            ('observed' if set(taken) & set(self.observed) else 'known' if set(taken) & set(self.known) else 'static',
+             not taken, f"free of the names the bars and features use ({listed(list(RESERVED), 10)}): rename "
+                        f"the column(s) {taken}"),
             ('scaling', self.scaling in scalings, one_of(scalings)),
             ('val_frac', 0 <= self.val_frac < 1, 'in [0, 1)'), ('test_frac', 0 <= self.test_frac < 1, 'in [0, 1)'),
             ('test_frac', self.val_frac + self.test_frac < 1, lambda s: f"< 1 - {s('val_frac')} ({self.val_frac})"),
@@ -92,6 +106,11 @@ class DataConfig:
     def encoder_vars(self) -> tuple:
         "Encoder inputs in order: observed, the target if not observed, known."
         return tuple(dict.fromkeys(self.observed + (self.target,))) + self.known
+    @property
+    def columns(self) -> dict:
+        "The inputs that are columns of the data, each with the setting that names it."
+        own = OBSERVED + ('close',) + CALENDAR
+        return {n: k for k in ('observed', 'known', 'static') for n in getattr(self, k) if n not in own}
 
 # %% ../nbs/02_windows.ipynb #ff5425ca
 def _names(v) -> tuple:
@@ -182,6 +201,7 @@ class DataSpec:
     encoder_length: int         # Te
     horizon: int                # Td
     relative: list = dataclass_field(default_factory=list)   # inputs given as the log change from the origin (close)
+    categories: dict = dataclass_field(default_factory=dict)  # the categories of each static column of the data
 
     def model_sizes(self) -> dict:
         "The data-derived fields of `tft_nb.model.TFTConfig`."
@@ -202,10 +222,11 @@ class Windows:
         encoder_length: int, horizon: int,
         anchor: int | None = None,    # the encoder column given as the change from the origin's value (close)
         level: Tensor | None = None,  # (R,) float64 scaled log close of all rows, the anchored column's values
-        anchor_target: bool = False): # the target is that change too
+        anchor_target: bool = False,  # the target is that change too
+        statics: Tensor | None = None): # (R, S - 1) long category ids of the data's static columns
         self.enc, self.dec, self.tgt, self.series, self.time_idx, self.rows = enc, dec, tgt, series, time_idx, rows
         self.encoder_length, self.horizon = encoder_length, horizon
-        self.anchor, self.level, self.anchor_target = anchor, level, anchor_target
+        self.anchor, self.level, self.anchor_target, self.statics = anchor, level, anchor_target, statics
         self._e = torch.arange(-encoder_length + 1, 1, device=rows.device)
         self._d = torch.arange(1, horizon + 1, device=rows.device)
 
@@ -220,7 +241,8 @@ class Windows:
             base = self.level[g][:, None]           # (B, 1)
             enc[..., self.anchor] = (self.level[e] - base).to(enc.dtype)   # `enc` is a gathered copy
             if self.anchor_target: tgt = (self.level[d] - base).to(tgt.dtype)
-        return Batch(s[:, None], enc, self.dec[d], tgt, s, self.time_idx[g])
+        static = s[:, None] if self.statics is None else torch.cat([s[:, None], self.statics[g]], 1)
+        return Batch(static, enc, self.dec[d], tgt, s, self.time_idx[g])
 
     def batches(self, batch_size: int, shuffle: bool = False, drop_last: bool = False,
                 generator: torch.Generator | None = None):
@@ -239,13 +261,13 @@ class Windows:
     def to(self, device) -> Windows:
         "A copy of these windows with every tensor on `device`."
         t = [x.to(device) for x in (self.enc, self.dec, self.tgt, self.series, self.time_idx, self.rows)]
-        level = None if self.level is None else self.level.to(device)
-        return Windows(*t, self.encoder_length, self.horizon, self.anchor, level, self.anchor_target)
+        level, statics = (None if x is None else x.to(device) for x in (self.level, self.statics))
+        return Windows(*t, self.encoder_length, self.horizon, self.anchor, level, self.anchor_target, statics)
 
     def subset(self, rows: Tensor) -> Windows:
         "The windows whose origins are `rows`, on the same feature tensors."
         return Windows(self.enc, self.dec, self.tgt, self.series, self.time_idx, rows, self.encoder_length,
-                       self.horizon, self.anchor, self.level, self.anchor_target)
+                       self.horizon, self.anchor, self.level, self.anchor_target, self.statics)
 
 # %% ../nbs/02_windows.ipynb #996d2885
 @dataclass
@@ -262,9 +284,9 @@ class WindowData:
         "A copy on `device`; the splits keep sharing one copy of the feature tensors."
         w = self.train
         shared = [x.to(device) for x in (w.enc, w.dec, w.tgt, w.series, w.time_idx)]
-        level = None if w.level is None else w.level.to(device)
+        level, statics = (None if x is None else x.to(device) for x in (w.level, w.statics))
         split = lambda s: Windows(*shared, s.rows.to(device), s.encoder_length, s.horizon, s.anchor, level,
-                                  s.anchor_target)
+                                  s.anchor_target, statics)
         return replace(self, train=split(self.train), val=split(self.val), test=split(self.test))
 
 # %% ../nbs/02_windows.ipynb #0379069e
@@ -307,17 +329,24 @@ def _log_change_scale(scaler: Scaler, r: np.ndarray, group: np.ndarray):
 
 # %% ../nbs/02_windows.ipynb #e6f5291b
 def make_windows(bars: pd.DataFrame, cfg: DataConfig = DataConfig(), scaler: Scaler | None = None,
-                 symbols: list | None = None, source: str = '<bars>') -> WindowData:
+                 symbols: list | None = None, source: str = '<bars>', categories: dict | None = None) -> WindowData:
     "Features, splits, train-only scaling and windows of `bars` (any frame `read_ohlcv` would accept) for `cfg`."
     if not isinstance(cfg, DataConfig):
         raise SettingError(f"cfg must be a DataConfig (such as PRESETS['ohlcv_gk_logvol_tft_v1']), "
                            f"got {type(cfg).__name__}")
+    user = cfg.columns                                                   # the data's own inputs (01a_covariates)
+    if missing := [n for n in user if n not in bars.columns]:
+        raise DataError(lambda s: f"{source}: {s(user[missing[0]])} names {listed(missing)}, neither a built-in input "
+                                  f"nor a column of the data (its columns: {listed(list(bars.columns), 12)})")
     # as a reader returns it: naming and typing again would cost 0.12 s per million bars
-    tidy = (list(bars.columns) == COLUMNS and isinstance(bars.symbol.dtype, pd.CategoricalDtype)
+    tidy = (list(bars.columns) == COLUMNS + list(user) and isinstance(bars.symbol.dtype, pd.CategoricalDtype)
             and str(bars.ts_event.dtype) == 'datetime64[ns, UTC]'
             and (bars[PRICES + ['volume']].dtypes == 'float64').all())
     # a frame built by hand gets a file's checks: no NaN, times increasing
-    bars = check_bars(tidy_bars(bars if tidy else normalize_columns(bars, source)), source)
+    bars = check_bars(tidy_bars(bars if tidy else normalize_columns(bars, source, user), extra=user), source)
+    bars = check_reals(bars, [n for n, k in user.items() if k != 'static'], source)
+    values = static_values(bars, cfg.static, source)                     # one value per symbol
+    categories = static_categories(values) if categories is None else categories
     if warn := suspect_moves_warning(bars, source): logging.getLogger('tft_nb').warning(warn)   # a split? (01_data)
     f = make_features(bars)
     symbols = list(symbols) if symbols is not None else sorted(f.symbol.unique())
@@ -351,10 +380,14 @@ def make_windows(bars: pd.DataFrame, cfg: DataConfig = DataConfig(), scaler: Sca
     series, tidx = torch.tensor(f.series.to_numpy()), torch.tensor(f.time_idx.to_numpy())
     anchor = cfg.encoder_vars.index('close') if 'close' in cfg.encoder_vars else None
     level = torch.tensor(zz[:, names.index('close')]) if anchor is not None else None   # float64
+    cats = {n: list(categories[n]) for n in cfg.static}
+    statics = torch.tensor(np.stack([category_codes(f[n], cats[n], n, f.symbol, source) for n in cfg.static], 1)
+                           ) if cfg.static else None
     win = {k: Windows(enc, dec, tgt, series, tidx, torch.tensor(o), cfg.encoder_length, cfg.horizon, anchor, level,
-                      cfg.target == 'close') for k, o in origins.items()}
-    spec = DataSpec(list(cfg.encoder_vars), list(cfg.known), ['symbol'], [len(symbols)], symbols, cfg.target,
-                    cfg.encoder_length, cfg.horizon, ['close'] if 'close' in names else [])
+                      cfg.target == 'close', statics) for k, o in origins.items()}
+    spec = DataSpec(list(cfg.encoder_vars), list(cfg.known), ['symbol', *cfg.static],
+                    [len(symbols), *(len(cats[n]) for n in cfg.static)], symbols, cfg.target,
+                    cfg.encoder_length, cfg.horizon, ['close'] if 'close' in names else [], cats)
     return WindowData(spec, scaler, f, **win)
 
 # %% ../nbs/02_windows.ipynb #80fedab0
