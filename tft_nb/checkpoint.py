@@ -14,9 +14,9 @@ from .train import EpochProgress, TrainingState, nonfinite
 
 # %% auto #0
 __all__ = ['LEFTOVER', 'RESUME_STATE', 'CheckpointError', 'checkpoint_stem', 'atomic_write', 'replace_together', 'held_signals',
-           'deferred_interrupt', 'versions', 'checkpoint_files', 'save_checkpoint', 'load_checkpoint', 'add_to_sidecar',
-           'weight_mismatch', 'tidy_leftovers', 'as_json', 'optimizer_state', 'load_optimizer_state', 'rank_rng',
-           'rng_state', 'set_rng_state', 'resume_state', 'load_resume_state']
+           'deferred_interrupt', 'versions', 'checkpoint_files', 'save_checkpoint', 'load_checkpoint', 'read_sidecar',
+           'add_to_sidecar', 'weight_mismatch', 'tidy_leftovers', 'as_json', 'optimizer_state', 'load_optimizer_state',
+           'rank_rng', 'rng_state', 'set_rng_state', 'resume_state', 'load_resume_state']
 
 # %% ../nbs/11_checkpoint.ipynb #bf488b00
 class CheckpointError(UsageError):
@@ -300,6 +300,14 @@ def load_checkpoint(path, train_state: bool = False) -> tuple[dict, dict, dict |
         text, side = _sidecar(side_p)                                  # that save's checkpoint
         out = _tensor_files(stem, side_p, side, train_state)
     return out['weights'], side, out.get('train_state')
+
+# %% ../nbs/11_checkpoint.ipynb #2e9cc422
+def read_sidecar(path) -> dict:
+    "The sidecar of the checkpoint at `path`, its weights not read."
+    stem = checkpoint_stem(path)
+    side_p = stem.with_name(stem.name + '.json')
+    _check_found(stem, side_p)
+    return _sidecar(side_p)[1]
 
 # %% ../nbs/11_checkpoint.ipynb #15e8876b
 def add_to_sidecar(path, **entries) -> dict:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 import numpy as np, pandas as pd, torch
-from .checks import SettingError, check_choice
+from .checks import SettingError, check_choice, listed
 from .data import DataError, load_sample, bar_spacing
 from .windows import DataConfig, Scaler, Windows, WindowData, empty_split_reason, make_windows
 from .model import TFTConfig, TemporalFusionTransformer
@@ -51,6 +51,10 @@ def checkpoint_data(side: dict, path='<checkpoint>') -> tuple[DataConfig, Scaler
                               "now the log change from each window's origin (02_windows): train the model again")
     return cfg, scaler, symbols
 
+def _categories(side: dict) -> dict | None:
+    "The categories of the static columns that a checkpoint's sidecar records (None: it has none)."
+    return side['data']['spec'].get('categories') or None
+
 # %% ../nbs/16_forecast.ipynb #f8c075c5
 def load_model(path) -> tuple[TemporalFusionTransformer, dict]:
     "The model of checkpoint `path` (eval mode) and its sidecar."
@@ -78,25 +82,43 @@ def spacing_mismatch(trained_seconds: float | None, spacing: pd.Series, ratio: f
             "its forecasts would be meaningless; use a checkpoint trained on bars of this size")
 
 # %% ../nbs/16_forecast.ipynb #882701ac
-def _placeholders(g: pd.DataFrame, n: int) -> pd.DataFrame:
-    "`n` bars after one symbol's bars `g`, at its next trading times, repeating its last bar's prices."
+def _placeholders(g: pd.DataFrame, n: int, known: list, future: pd.DataFrame | None, source: str) -> pd.DataFrame:
+    "`n` bars after one symbol's bars `g`, at its next trading times, repeating its last bar; `known` from `future`."
     last = g.iloc[-1]
-    return pd.DataFrame({'ts_event': future_times(g.ts_event.reset_index(drop=True), n), 'symbol': last.symbol,
-                         **{c: last[c] for c in ('open', 'high', 'low', 'close', 'volume')}})
+    out = pd.DataFrame({'ts_event': future_times(g.ts_event.reset_index(drop=True), n), 'symbol': last.symbol,
+                        **{c: last[c] for c in g.columns if c not in ('ts_event', 'symbol')}})
+    for k in known:
+        got = pd.Series(np.nan, index=out.ts_event)
+        if future is not None and k in future.columns:
+            mine = future[future.symbol.astype(str) == str(last.symbol)]
+            got = pd.to_numeric(mine.set_index(pd.to_datetime(mine.ts_event, utc=True))[k], errors='coerce')
+            got = got[~got.index.duplicated()].reindex(out.ts_event)
+        if (gone := got.isna().to_numpy()).any():
+            when = listed([str(t) for t in out.ts_event[gone]], 3)
+            raise DataError(lambda s: f"{source}: the known-future input '{k}' has no value for the forecast steps of "
+                                      f"{last.symbol} ({when}): give them in {s('future')} (columns symbol, ts_event, "
+                                      f"{k}; one row per symbol and time)")
+        out[k] = got.to_numpy('float64')
+    return out
 
 # %% ../nbs/16_forecast.ipynb #3e16dd95
-def future_windows(bars: pd.DataFrame, side: dict, source: str = '<bars>') -> tuple[WindowData, Windows]:
+def future_windows(bars: pd.DataFrame, side: dict, source: str = '<bars>',
+                   future: pd.DataFrame | None = None) -> tuple[WindowData, Windows]:
     "Windows whose origin is the last bar of each symbol, with placeholder future bars for the known inputs."
     cfg, scaler, symbols = checkpoint_data(side)
+    if future is not None and (gone := {'symbol', 'ts_event'} - set(future.columns)):
+        raise DataError(lambda s: f"{s('future')} needs the columns symbol and ts_event; it has no "
+                                  f"{listed(sorted(gone))}")
     need = cfg.encoder_length + 1                        # bars for one window: the first is used up by the first return
     n = bars.groupby('symbol', sort=False)['symbol'].transform('size')
     if not (n >= need).any():
         raise DataError(lambda s: f"{source}: every series is too short to forecast from: longest has {n.max()} bars, "
                                   f"need {s('encoder_length')} + 1 = {need}")
     bars = bars[n >= need]                               # shorter series get no forecast (`forecast` names them)
-    future = [_placeholders(g, cfg.horizon) for _, g in bars.groupby('symbol', sort=False)]
-    ext = pd.concat([bars, *future], ignore_index=True).sort_values(['symbol', 'ts_event'], kind='stable')
-    wd = make_windows(ext.reset_index(drop=True), cfg, scaler=scaler, symbols=symbols, source=source)
+    known = [n for n, k in cfg.columns.items() if k == 'known']
+    ahead = [_placeholders(g, cfg.horizon, known, future, source) for _, g in bars.groupby('symbol', sort=False)]
+    ext = pd.concat([bars, *ahead], ignore_index=True).sort_values(['symbol', 'ts_event'], kind='stable')
+    wd = make_windows(ext.reset_index(drop=True), cfg, scaler, symbols, source, _categories(side))
     last = wd.features.groupby('symbol').cumcount(ascending=False).to_numpy() == cfg.horizon
     rows = torch.tensor(np.flatnonzero(last & (wd.features.time_idx.to_numpy() >= cfg.encoder_length - 1)))
     return wd, wd.train.subset(rows)
@@ -105,7 +127,7 @@ def future_windows(bars: pd.DataFrame, side: dict, source: str = '<bars>') -> tu
 def split_windows(bars: pd.DataFrame, side: dict, split: str, source: str = '<bars>') -> tuple[WindowData, Windows]:
     "The windows of the checkpoint's `split` ('val' or 'test') in `bars`, scaled as in training."
     cfg, scaler, symbols = checkpoint_data(side)
-    wd = make_windows(bars, cfg, scaler=scaler, symbols=symbols, source=source)
+    wd = make_windows(bars, cfg, scaler, symbols, source, _categories(side))
     if why := empty_split_reason(wd, cfg, split):
         raise DataError(lambda s: f"{source}: the checkpoint's {split} split has no windows in these bars: {why(s)}; "
                                   f"use {s('split', 'future')}, or bars of that period")
@@ -165,7 +187,7 @@ def _nonfinite_rows(out: pd.DataFrame, quantiles) -> str | None:
 # %% ../nbs/16_forecast.ipynb #5787e4d1
 def forecast(checkpoint, bars: pd.DataFrame | None = None, split: str = 'future', batch_size: int = 256,
              device: str = 'auto', source: str | None = None, log: logging.Logger | None = None,
-             calibrate: bool = True) -> pd.DataFrame:
+             calibrate: bool = True, future: pd.DataFrame | None = None) -> pd.DataFrame:
     "Quantile forecasts in original units from the checkpoint `checkpoint` for `bars` (default: the built-in data)."
     check_choice('split', split, ('future', 'test', 'val'))
     if batch_size < 1: raise SettingError(lambda s: f"{s('batch_size')} must be >= 1, got {batch_size}")
@@ -178,7 +200,7 @@ def forecast(checkpoint, bars: pd.DataFrame | None = None, split: str = 'future'
     cfg, _, trained = checkpoint_data(side, checkpoint)
     if why := spacing_mismatch(side['data'].get('bar_seconds'), bar_spacing(bars)): raise DataError(f"{source}: {why}")
     bars = _trained_only(bars, trained, source, log)
-    if split == 'future': data, windows = future_windows(bars, side, source)
+    if split == 'future': data, windows = future_windows(bars, side, source, future)
     else: data, windows = split_windows(bars, side, split, source)
     if calibrate and cal is None:
         log.info(f"{checkpoint} holds no calibration (fit stores one in tft_best and tft_last): the quantiles are "
