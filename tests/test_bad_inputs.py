@@ -578,6 +578,23 @@ SETUPS = {   # name -> (case folder, runs) -> None; runs: the fixture's bars and
                                 (d / 'ck' / 'tft_best.json').mkdir()),
 }
 
+# the data's own inputs (issue 30): (id, writer of cov.csv, flags after the train flags, expected parts)
+OWN = [
+    ('observed-text', csv(lambda df: df.assign(vix=np.where(df.index == 50, 'high', '1.5'))), '--observed r,vix',
+     ("cov.csv", "column 'vix'", 'non-numeric', "'high'")),
+    ('observed-missing-value', csv(lambda df: df.assign(vix=np.where(df.index == 50, np.nan, 1.5))), '--observed r,vix',
+     ("cov.csv", "column 'vix'", 'missing value')),
+    ('known-infinite', csv(lambda df: df.assign(ev=np.where(df.index == 50, np.inf, 0.0))), '--known dow,ev',
+     ("column 'ev'", 'infinite')),
+    ('static-varies', csv(lambda df: df.assign(sector=np.where(df.index % 2, 'a', 'b'))), '--static sector',
+     ("static column 'sector'", 'one value per symbol')),
+    ('static-missing', csv(lambda df: df.assign(sector=np.where(df.index == 50, None, 'a'))), '--static sector',
+     ("static column 'sector'", 'no value')),
+    ('observed-not-in-file', good_csv, '--observed r,vix', ('--observed', 'vix', 'column of the data')),
+    ('observed-bar-column', good_csv, '--observed r,volume', ('--observed', "'volume'", 'rename')),
+    ('static-also-observed', csv(lambda df: df.assign(vix=1.0)), '--observed r,vix --static vix', ('--static',)),
+]
+
 def _cases() -> list[tuple[Case, object]]:
     "Every case, with a function that writes its folder's own inputs (None: the setups alone)."
     out = []
@@ -596,6 +613,10 @@ def _cases() -> list[tuple[Case, object]]:
         if 'p' in progs:
             out.append((Case(f'predict-data-{cid}', 'tft_predict', ['--checkpoint', 'ck/tft_best', '--data', name],
                              (name, *expect), 'ck'), write))
+    for cid, writer, flags, expect in OWN:
+        write = (lambda w: lambda d: w(d / 'cov.csv'))(writer)
+        out.append((Case(f'train-own-{cid}', 'tft_train', ['--data', 'cov.csv', *shlex.split(TINY), '--epochs', '1',
+                                                            *shlex.split(flags)], expect, ''), write))
     for cid, damage, on_predict, on_train in CHECKPOINTS:
         for prog, expect, stem, argv in (
                 ('predict', on_predict, 'tft_best', '--checkpoint run/tft_best --data bars.csv'),

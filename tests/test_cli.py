@@ -60,6 +60,38 @@ def test_other_quantiles(tmp_path):
     assert [c for c in fc.columns if c.startswith('q')] == ['q0.05', 'q0.5', 'q0.95']
     assert ((fc['q0.05'] <= fc['q0.5']) & (fc['q0.5'] <= fc['q0.95'])).all()
 
+def test_own_inputs_train_then_predict(tmp_path):
+    """A CSV with a past-observed, a known-future and a static column: trained on with --observed/--known/--static,
+    named in the variable importance; tft_predict reads the columns, needs --future for the calendar's next values."""
+    bars = load_sample()
+    bars = bars[bars.ts_event >= '2014-01-01'].assign(
+        vix=lambda d: np.log(d.high / d.low), opex=lambda d: (d.ts_event.dt.day_of_week == 4).astype(float),
+        exchange=lambda d: d.symbol.astype(str).map({'sp500': 'NYSE', 'nasdaq': 'NASDAQ'}))
+    bars.to_csv(data := tmp_path / 'cov.csv', index=False)
+    ck, out = tmp_path / 'ck', tmp_path / 'fc.csv'
+    r = run('tft_train', '--data', str(data), '--epochs', '1', *SMALL, '--batch-size', '256', '--checkpoint-dir',
+            str(ck), '--observed', 'r,lv,vix', '--known', 'dow,opex', '--static', 'exchange')
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert re.search(r'static: symbol [\d.]+, exchange [\d.]+', r.stderr), r.stderr[-1500:]
+    assert re.search(r'encoder: .*vix [\d.]+.*opex [\d.]+', r.stderr), r.stderr[-1500:]
+    r = run('tft_predict', '--checkpoint', str(ck / 'tft_best'), '--data', str(data), '--output', str(out))
+    assert r.returncode == 2 and not out.exists(), r.stderr[-1500:]
+    assert r.stderr.strip().splitlines() == [
+        f"tft_predict: error: {data}: the known-future input 'opex' has no value for the forecast steps of nasdaq "
+        "(2019-01-02 00:00:00+00:00, 2019-01-03 00:00:00+00:00, 2019-01-04 00:00:00+00:00 and 2 more): give them in "
+        "--future (columns symbol, ts_event, opex; one row per symbol and time)"]
+    days = pd.to_datetime(['2019-01-02', '2019-01-03', '2019-01-04', '2019-01-07', '2019-01-08'], utc=True)
+    ahead = pd.DataFrame({'symbol': np.repeat(['nasdaq', 'sp500'], 5), 'ts_event': np.tile(days, 2)})
+    ahead.assign(opex=(ahead.ts_event.dt.day_of_week == 4).astype(float)).to_csv(tmp_path / 'next.csv', index=False)
+    r = run('tft_predict', '--checkpoint', str(ck / 'tft_best'), '--data', str(data), '--output', str(out),
+            '--future', str(tmp_path / 'next.csv'))
+    assert r.returncode == 0, r.stderr[-2000:]
+    fc = pd.read_csv(out)
+    assert len(fc) == 10 and fc.ts_event.str[:10].tolist() == [str(d.date()) for d in days] * 2
+    r = run('tft_predict', '--checkpoint', str(ck / 'tft_best'), '--data', str(data), '--output', str(out),
+            '--future', str(tmp_path / 'nope.csv'))
+    assert r.returncode == 2 and r.stderr.strip() == f"tft_predict: error: {tmp_path / 'nope.csv'}: no such file"
+
 def test_intraday_databento_folder(tmp_path):
     """Minute bars in a Databento-style folder (bars beside metadata JSON): train, then forecasts from the next
     session's open."""
@@ -106,8 +138,11 @@ def test_intraday_databento_folder(tmp_path):
     (['--lstm-layers', '99999999999999999999'], '--lstm-layers must be in [1, 32]'),
     (['--target', 'foo'], "--target must be one of ('lv', 'r', 'close'), got 'foo'"),
     (['--scaling', 'robust'], "--scaling must be 'zscore' or 'minmax', got 'robust'"),
-    (['--known', 'dow,week'],
-     "--known must be one or more of ('dow', 'month', 'day', 'hour', 'minute'), got ('dow', 'week')"),
+    (['--known', 'dow,week'],                                           # not calendar: a column the data lacks
+     "--known names week, neither a built-in input nor a column of the data (its columns: ts_event, symbol, open, "),
+    (['--known', 'dow,r'], "--known must be free of past-observed inputs (r): they are known only up to the origin, "
+                           "give them in --observed"),
+    (['--static', 'symbol'], "--static must be columns of the data that are no other input (the symbol is always one)"),
     (['--resume', 'last'],
      "ck holds no earlier run (no tft_last.json); --resume last continues an interrupted run there"),
     (['--learning-rate', 'inf'], '--learning-rate must be > 0 and finite'),

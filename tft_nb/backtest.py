@@ -12,7 +12,7 @@ import numpy as np, pandas as pd, torch
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 from .checks import SettingError, check_fields, check_ints, one_of
-from .windows import DataConfig, PRESETS, WindowData, make_windows, split_dates, _is_date
+from .windows import DataConfig, WindowData, make_windows, split_dates, _is_date
 from .model import TFTConfig
 from .evaluate import baseline_forecasts, forecast_metrics
 from .calibrate import Calibration
@@ -23,7 +23,8 @@ from .device import resolve_device, build_model
 from .fit import fit, visible_log
 from .forecast import forecast_frame
 from .data import bar_spacing, check_bars, normalize_columns, tidy_bars
-from .cli import ALIASES, command_parser, data_sized, default_known, load_bars, run_command
+from .cli import ALIASES, command_parser, run_command
+from .forecaster import data_columns, data_config, data_sized, load_bars
 
 # %% auto #0
 __all__ = ['SPLIT_FIELDS', 'MAY_CHANGE', 'SETTINGS_FILE', 'FOLD_FILES', 'BACKTEST_OWNS', 'BacktestConfig', 'fold_plan',
@@ -259,7 +260,8 @@ def walk_forward(bars: pd.DataFrame, cfg: DataConfig = DataConfig(), model: dict
                  log: logging.Logger | None = None, source: str = '<bars>') -> Backtest:
     "Refit every `backtest.every` bars, forecast each fold's origins; score them and the baselines per fold, overall."
     model, bt, root = model_settings(model), backtest, Path(train_config.checkpoint_dir)
-    bars = check_bars(tidy_bars(normalize_columns(bars, source)), source)   # as make_windows takes them: once
+    user = list(cfg.columns)                                             # the data's own inputs ride along
+    bars = check_bars(tidy_bars(normalize_columns(bars, source, user), extra=user), source)   # as make_windows: once
     if bt.val_bars <= cfg.horizon:
         raise SettingError(lambda s: f"{s('val_bars')} must be > {s('horizon')} ({cfg.horizon}): a validation window's "
                                      f"{cfg.horizon} outcomes lie in those bars, got {bt.val_bars}")
@@ -331,10 +333,8 @@ def tft_backtest(data: str | None = None,         # DBN/CSV/Parquet file or fold
         if data is not None and Path(data).is_dir() and Path(checkpoint_dir).resolve() == Path(data).resolve():
             raise SettingError(lambda s: f"{s('checkpoint_dir')} {checkpoint_dir} is the {s('data')} folder: "
                                          "choose another")
-        bars, source = load_bars(data)
-        base = asdict(PRESETS['ohlcv_gk_logvol_tft_v1']) if data is None else {}
-        if data is not None and 'known' not in data_kw: data_kw['known'] = default_known(bar_spacing(bars))
-        result = walk_forward(bars, DataConfig(**{**base, **data_kw}), model,
+        bars, source = load_bars(data, data_columns(data_kw))
+        result = walk_forward(bars, data_config(data_kw, bar_spacing(bars), data is None), model,
                               TrainConfig(**train_kw, checkpoint_dir=checkpoint_dir), BacktestConfig(**bt_kw), log,
                               source)
         shown = result.table.assign(first=result.table['first'].map(_when), last=result.table['last'].map(_when))

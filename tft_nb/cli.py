@@ -5,38 +5,30 @@
 # %% ../nbs/17_cli.ipynb #bc0eceb5
 from __future__ import annotations
 import argparse, inspect, logging, signal, sys
-from dataclasses import asdict, fields
 from pathlib import Path
-import pandas as pd, torch
+import pandas as pd
 from fastcore.docments import docments
 from .checks import SettingError, UsageError
-from .data import read_ohlcv, load_sample, bar_spacing, DATA_NAMES
-from .windows import DataConfig, DataSpec, PRESETS, WindowData, empty_split_reason, make_windows
-from .model import TFTConfig, TemporalFusionTransformer
-from .evaluate import infer, test_metrics
+from .data import DATA_NAMES, DataError
+from .windows import DataConfig
+from .model import TFTConfig
 from .train import TrainConfig, Diverged
-from .checkpoint import atomic_write
+from .checkpoint import atomic_write, read_sidecar
 from .run_folder import RunInterrupted, run_files
-from .device import resolve_device, build_model
-from .fit import FitResult, fit, visible_log
-from .distributed import RankLost, agree, distributed, env_rank, rank_log
-from .forecast import forecast
-from .calibrate import Calibration, recalibrated
+from .fit import FitResult, visible_log
+from .distributed import RankLost, env_rank
+from .forecast import checkpoint_data, forecast
+from .forecaster import Forecaster, data_sized, load_bars
 
 # %% auto #0
-__all__ = ['ALIASES', 'UNITS', 'data_sized', 'setting_entries', 'add_setting', 'command_parser', 'read_flags', 'flag_speller',
-           'load_bars', 'default_known', 'mixed_spacing', 'run_windows', 'split_settings', 'report', 'tft_train',
-           'output_clash', 'tft_predict', 'run_command', 'train_parser', 'main_train', 'main_predict']
+__all__ = ['ALIASES', 'UNITS', 'setting_entries', 'add_setting', 'command_parser', 'read_flags', 'flag_speller', 'tft_train',
+           'output_clash', 'read_table', 'tft_predict', 'run_command', 'train_parser', 'main_train', 'main_predict']
 
 # %% ../nbs/17_cli.ipynb #46032dde
 ALIASES = {   # flags that are no setting's name: each sets a setting to a value
     'use_gpu': ('device', 'cuda', "train on CUDA, an error if CUDA is not available (the original trainer's flag)"),
     'fp32': ('bf16', False, 'on CUDA, train in float32 instead of under bfloat16 autocast'),
 }
-
-def data_sized() -> set:
-    "The fields of `TFTConfig` that come from the data (`DataSpec.model_sizes`), not from flags."
-    return set(DataSpec([], [], [], [], [], '', 1, 1).model_sizes())
 
 def setting_entries(source, skip=()) -> dict:
     "name -> docments entry (anno, default, docment) of a dataclass's fields or a function's parameters."
@@ -109,94 +101,14 @@ def flag_speller(parser: argparse.ArgumentParser):
     return spell
 
 # %% ../nbs/17_cli.ipynb #abea6c39
-def load_bars(data: str | None) -> tuple[pd.DataFrame, str]:
-    "The bars of `data` (a file or folder) or of the built-in dataset, and a name for messages."
-    if data is None: return load_sample(), 'built-in sample data (arch: sp500, nasdaq)'
-    return read_ohlcv(data), str(data)
-
-def default_known(spacing: pd.Series) -> tuple:
-    "Calendar inputs for bars spaced as `spacing`: dow and month for daily bars; dow, hour (and minute) intraday."
-    step = spacing.median()
-    if not step < pd.Timedelta(hours=20): return ('dow', 'month')
-    return ('dow', 'hour') + (('minute',) if step < pd.Timedelta(hours=1) else ())
-
-def mixed_spacing(spacing: pd.Series, ratio: float = 10) -> str | None:
-    "A warning when the symbols' bar spacings are `ratio` or more times apart, else None."
-    sp = spacing.dropna()
-    if len(sp) < 2 or sp.max() < ratio * sp.min(): return None
-    sizes = f"{sp.idxmin()} {sp.min()}, {sp.idxmax()} {sp.max()}"
-    return (f"the series have different bar sizes (median spacing: {sizes}); a window of encoder_length bars spans a "
-            "different time in each")
-
-# %% ../nbs/17_cli.ipynb #2a9e7f8b
-def run_windows(data: str | None, bars: pd.DataFrame, source: str, **settings) -> tuple[WindowData, DataConfig]:
-    "The windows of a run and their `DataConfig`: the preset's splits for the built-in data, settings over it."
-    base = asdict(PRESETS['ohlcv_gk_logvol_tft_v1']) if data is None else {}
-    spacing = bar_spacing(bars)
-    if data is not None and 'known' not in settings: settings['known'] = default_known(spacing)
-    cfg = DataConfig(**{**base, **settings})
-    if warn := mixed_spacing(spacing): logging.getLogger('tft_nb').warning(f"{source}: {warn}")
-    wd = make_windows(bars, cfg, source=source)                          # refuses a symbol without training windows
-    for split in ('val', 'test'):
-        if why := empty_split_reason(wd, cfg, split):
-            raise SettingError(lambda s: f"{source}: the {split} split has no windows: {why(s)}; move "
-                                         f"{s('val_start')} / {s('test_start')}, or use more data or shorter windows")
-    return wd, cfg
-
-# %% ../nbs/17_cli.ipynb #715b2ccc
-def split_settings(settings: dict) -> tuple[dict, dict, TrainConfig]:
-    "The settings of `tft_train` for `DataConfig`, `TFTConfig` and `TrainConfig`; an unknown name is an error."
-    names = [{f.name for f in fields(DataConfig)}, {f.name for f in fields(TFTConfig)} - data_sized(),
-             {f.name for f in fields(TrainConfig)}]
-    if unknown := sorted(set(settings) - set().union(*names)):
-        raise SettingError(f"unknown setting(s) {', '.join(unknown)}: tft_train takes the fields of DataConfig, "
-                           "TFTConfig (but its data-derived sizes) and TrainConfig")
-    data_kw, model_kw, train_kw = ({k: v for k, v in settings.items() if k in n} for n in names)
-    return data_kw, model_kw, TrainConfig(**train_kw)
-
-def report(model: TemporalFusionTransformer, wd: WindowData, log: logging.Logger,
-           calibration: Calibration | None = None) -> pd.DataFrame:
-    "Log the test metrics (calibrated too) next to the baselines and the variable importance; return the metrics."
-    from tft_nb.interpret import variable_importance   # it imports matplotlib, which the rest does not need
-    out = infer(model, wd.test)                         # one pass: forecasts and selection weights
-    cal = None if calibration is None else recalibrated(model, wd, wd.test, calibration, out.quantiles)
-    metrics = test_metrics(model, wd, pred=out.quantiles, calibrated=cal)
-    log.info(f"Test metrics ({len(wd.test)} windows x {wd.spec.horizon} steps, target {wd.spec.target} in original "
-             f"units):\n{metrics.to_string(float_format='%.5f')}")
-    vi = variable_importance(out, wd.spec.static_vars, wd.spec.encoder_vars, wd.spec.decoder_vars)
-    log.info("Variable importance on the test windows (mean selection weight; each group sums to 1):")
-    for g, d in vi.groupby('group', sort=False):
-        log.info(f"  {g}: " + ', '.join(f"{r.variable} {r.importance:.3f}" for r in d.itertuples()))
-    return metrics
-
-# %% ../nbs/17_cli.ipynb #185e963a
-def _prepare_run(data: str | None, settings: dict) -> tuple:
-    "The model, windows, configs and data name of a `tft_train` run."
-    data_kw, model_kw, cfg = split_settings(settings)
-    if data is not None and Path(data).is_dir() and Path(cfg.checkpoint_dir).resolve() == Path(data).resolve():
-        raise SettingError(lambda s: f"{s('checkpoint_dir')} {cfg.checkpoint_dir} is the {s('data')} folder: its "
-                                     "metrics.csv would be read as bars by the next run; choose another folder")
-    bars, source = load_bars(data)
-    wd, dcfg = run_windows(data, bars, source, **data_kw)
-    torch.manual_seed(cfg.seed)                                             # the model's first weights
-    model = build_model(TFTConfig(**wd.spec.model_sizes(), **model_kw), resolve_device(cfg.device))
-    return model, wd, dcfg, cfg, source
-
 def tft_train(data: str | None = None,    # DBN/CSV/Parquet file or folder of bars (default: the built-in daily bars)
               resume: str | None = None,  # continue a run: 'last' (the tft_last of checkpoint_dir) or a checkpoint path
               **settings) -> tuple[FitResult, pd.DataFrame]:
     "Train a Temporal Fusion Transformer on OHLCV bars, with early stopping and checkpoints; report test metrics."
-    device = resolve_device(settings.get('device', 'auto'))
-    with distributed(device) as world, visible_log(rank_log(world)) as log:   # torchrun: every process runs this
-        model, wd, dcfg, cfg, source = agree(world, _prepare_run, data, settings)   # an error on one rank stops all
-        result = fit(model, wd, cfg, dcfg, resume, log, source=source)
-        if not world.main: return result, None                                 # rank 0 reports
-        try: return result, report(model, wd, log, result.calibration)
-        except KeyboardInterrupt as e:                                      # the run is whole; its report is not
-            raise RunInterrupted(f"training finished; {result.checkpoint_dir} holds the run, whose test report was cut "
-                                 "short", getattr(e, 'signum', signal.SIGINT)) from None
+    f = Forecaster.from_settings(**settings).fit(data, resume)      # torchrun: every process runs this
+    return f.result, f.metrics
 
-# %% ../nbs/17_cli.ipynb #bbb10571
+# %% ../nbs/17_cli.ipynb #2a9e7f8b
 UNITS = {'lv': "natural log of the bar's Garman-Klass volatility", 'r': "the bar's log return (close to close)",
          'close': "price: the bar's close, in the data's currency"}
 
@@ -212,7 +124,14 @@ def output_clash(output, data, checkpoint) -> str | None:
 
 def _counted(k: int, thing: str) -> str: return f"{k} {thing}{'s' * (k != 1)}"
 
-# %% ../nbs/17_cli.ipynb #d2ce93fd
+def read_table(path) -> pd.DataFrame:
+    "The CSV or Parquet file `path` as a frame (the known-future values of `--future`)."
+    p = Path(path)
+    if not p.is_file(): raise DataError(f"{path}: no such file")
+    try: return pd.read_parquet(p) if p.suffix.lower() in ('.parquet', '.pq') else pd.read_csv(p)
+    except Exception as e: raise DataError(f"{path}: not a readable CSV or Parquet file ({str(e).splitlines()[0]})")
+
+# %% ../nbs/17_cli.ipynb #8bdb909c
 def tft_predict(checkpoint: str = 'checkpoints/tft_best', # checkpoint stem or file (default: the default run's best)
                 data: str | None = None,        # DBN/CSV/Parquet file or folder of bars (default: built-in daily bars)
                 output: str = 'forecasts.csv',  # CSV file to write
@@ -220,6 +139,7 @@ def tft_predict(checkpoint: str = 'checkpoints/tft_best', # checkpoint stem or f
                 batch_size: int = 256,          # windows per batch
                 device: str = 'auto',           # auto (CUDA if available), cpu or cuda
                 calibrate: bool = True,         # apply the checkpoint's calibration of the quantiles, if it has one
+                future: str | None = None,      # CSV/Parquet of the model's known-future columns for the next bars
                 ) -> pd.DataFrame:
     "Write quantile forecasts per symbol and horizon step, in original units, from a checkpoint."
     log = logging.getLogger('tft_nb')
@@ -232,8 +152,10 @@ def tft_predict(checkpoint: str = 'checkpoints/tft_best', # checkpoint stem or f
                                          "forecasts elsewhere")
         if why := output_clash(output, data, checkpoint):
             raise SettingError(lambda s: f"{s('output')} {output} {why}; write the forecasts elsewhere")
-        bars, source = load_bars(data)
-        out = forecast(checkpoint, bars, split, batch_size, device, source, log, calibrate)
+        columns = checkpoint_data(read_sidecar(checkpoint), checkpoint)[0].columns if data is not None else {}
+        bars, source = load_bars(data, columns)
+        ahead = read_table(future) if future is not None else None
+        out = forecast(checkpoint, bars, split, batch_size, device, source, log, calibrate, ahead)
         Path(output).parent.mkdir(parents=True, exist_ok=True)
         out.insert(out.columns.get_loc('target') + 1, 'units', out.target.map(UNITS))
         atomic_write(output, out.to_csv(index=False, float_format='%.6g').encode())   # all of it, or the old file
