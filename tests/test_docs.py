@@ -131,6 +131,13 @@ def test_every_page_shows_an_example_with_its_output():
     bare = [nb.name for nb in sorted((root / 'nbs').glob('*.ipynb')) if not _example_outputs(nb)]
     assert not bare, f"notebooks without a saved example output: {bare} (run python tools/run_nbs.py)"
 
+def test_saved_outputs_hold_no_warning_or_error():
+    "No notebook is saved with a warning or an error in its outputs: what a page shows ran cleanly."
+    bad = [nb.name for nb in sorted((root / 'nbs').glob('*.ipynb'))
+           for c in json.loads(nb.read_text())['cells'] for o in c.get('outputs', [])
+           if o['output_type'] == 'error' or o.get('name') == 'stderr']
+    assert not bad, f"notebooks saved with stderr or error outputs: {sorted(set(bad))}"
+
 def _outputs(nb: Path) -> str:
     "All text the notebook's saved outputs show (streams and plain-text results)."
     out = []

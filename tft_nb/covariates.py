@@ -54,7 +54,7 @@ def static_categories(values: pd.DataFrame) -> dict:
 
 def category_codes(values: pd.Series, cats: list, name: str, symbols: pd.Series, source: str = '<bars>') -> np.ndarray:
     "The number of each of `values` (column `name`, as text) among `cats`; a value not among them refused."
-    codes = pd.Categorical(values.astype(str), categories=cats).codes.astype('int64')
+    codes = pd.Index(cats).get_indexer(values.astype(str)).astype('int64')     # -1: not among them
     if (codes < 0).any():
         new = sorted(set(values.astype(str)[codes < 0]))
         who = sorted(set(symbols.astype(str)[codes < 0]))

@@ -350,7 +350,7 @@ def make_windows(bars: pd.DataFrame, cfg: DataConfig = DataConfig(), scaler: Sca
     if warn := suspect_moves_warning(bars, source): logging.getLogger('tft_nb').warning(warn)   # a split? (01_data)
     f = make_features(bars)
     symbols = list(symbols) if symbols is not None else sorted(f.symbol.unique())
-    series = pd.Categorical(f.symbol.astype(str), categories=symbols).codes.astype('int64')
+    series = pd.Index(symbols).get_indexer(f.symbol.astype(str)).astype('int64')   # -1: not trained on
     if (series < 0).any():
         unknown = sorted(set(f.symbol[series < 0]))
         raise DataError(f"{source}: symbol(s) {unknown} not among the trained symbols {symbols}")
