@@ -3,13 +3,15 @@
 Variants, each in a fresh process, interleaved over `--rounds` rounds (these machines are noisy):
 - `eager`: the model as it runs without any lever (glibc's default allocator thresholds);
 - `keep`: `keep_freed_memory()` (13_device), which `fit` calls for every CPU run;
-- `compile`: `keep` plus `TemporalFusionTransformer.compile()` (06_model), warmed up by `fit.warm_up`.
+- `compile`: `keep` plus `TemporalFusionTransformer.compile()` (06_model), warmed up by `fit.warm_up`;
+- `bf16`: `keep` plus bfloat16 autocast on the CPU (`train_step(..., autocast=True)`, `predict(..., autocast=True)`),
+  which `fit` uses only on CUDA so far: a probe of the lever on CPUs with native bf16 (AVX-512 BF16 or AMX).
 A process trains `--steps` steps of `train_step` on the benchmark task's windows (batch `--batch`, gradient clipping
 1.0, fused Adam, dropout 0.1) after `--warm` untimed ones, then runs inference over the test windows (batch 256, one
 untimed pass, then `--passes`). It prints training and inference samples/s, the compile time, and peak RSS. The
 driver prints each run, then per variant the median and min-max, and the ratio to `eager` within each round.
 Run: `python bench/speed_bench.py [--hidden 32 --heads 4 --lstm 1 --batch 64] [--rounds 3]
-[--variants eager,keep,compile]`"""
+[--variants eager,keep,compile,bf16]`"""
 from __future__ import annotations
 import argparse, json, os, resource, subprocess, sys, time
 from pathlib import Path
@@ -37,16 +39,17 @@ def one(a: argparse.Namespace) -> dict:
     cfg = TrainConfig(batch_size=a.batch, grad_clip=1.0, device='cpu')
     state = TrainingState.begin(model, cfg)
     compile_s = warm_up(model.compile(), data.train, a.batch) if a.variant == 'compile' else 0.0
+    bf16 = a.variant == 'bf16'
     gen = torch.Generator().manual_seed(0)
     batches = [b for b, _ in zip(data.train.batches(a.batch, shuffle=True, generator=gen, drop_last=True),
                                  range(a.warm + a.steps))]
-    for b in batches[:a.warm]: train_step(model, state.opt, [b], 1.0)
+    for b in batches[:a.warm]: train_step(model, state.opt, [b], 1.0, bf16)
     t0 = time.perf_counter()
-    for b in batches[a.warm:]: train_step(model, state.opt, [b], 1.0)
+    for b in batches[a.warm:]: train_step(model, state.opt, [b], 1.0, bf16)
     train = a.steps * a.batch / (time.perf_counter() - t0)
-    predict(model, data.test, batch_size=256)
+    predict(model, data.test, batch_size=256, autocast=bf16)
     t0 = time.perf_counter()
-    for _ in range(a.passes): predict(model, data.test, batch_size=256)
+    for _ in range(a.passes): predict(model, data.test, batch_size=256, autocast=bf16)
     infer = a.passes * len(data.test) / (time.perf_counter() - t0)
     return dict(train=train, infer=infer, compile_s=compile_s,
                 rss=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
@@ -78,7 +81,7 @@ def drive(a: argparse.Namespace):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument('--one', choices=('eager', 'keep', 'compile'))
+    p.add_argument('--one', choices=('eager', 'keep', 'compile', 'bf16'))
     p.add_argument('--variants', default='eager,keep,compile')
     p.add_argument('--rounds', type=int, default=3)
     p.add_argument('--hidden', type=int, default=32)
