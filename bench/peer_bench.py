@@ -18,7 +18,8 @@ Like `fit`, the tft_nb side calls `keep_freed_memory()`; `--compile` compiles th
 compile time is in the JSON, not in the throughput).
 
 The driver (default) runs the sides of `--sides` in turn (peer first; `tft-compile` is the tft_nb side with
-`--compile`), `--pairs` rounds, each run in a fresh process, and prints each run, then the median and min-max of
+`--compile`, `tft-bf16` with `--bf16`, bfloat16 autocast on the CPU in throughput runs, `tft-bf16-compile` with
+both), `--pairs` rounds, each run in a fresh process, and prints each run, then the median and min-max of
 each figure and of each side's ratio to the peer within each round. It needs the peer's venv (`--peer-python`, made
 as `../shared/bench/peer/README.md` says).
 Run: `python bench/peer_bench.py --peer-python PEER_VENV/bin/python [--pairs 3] [--no-accuracy]
@@ -74,12 +75,13 @@ def tft_side(a: argparse.Namespace) -> dict:
     model = TemporalFusionTransformer(mcfg)
     cfg = TrainConfig(epochs=a.throughput_epochs, **tcfg)
     state = TrainingState.begin(model, cfg)
-    if a.compile: res['compile_seconds'] = warm_up(model.compile(), data.train, a.batch)   # as `fit` does
+    if a.bf16 and not a.no_accuracy: raise SystemExit("--bf16 is for throughput runs: fit uses bf16 only on CUDA")
+    if a.compile: res['compile_seconds'] = warm_up(model.compile(), data.train, a.batch, a.bf16)   # as `fit` does
     times = []
     with rp.Contention() as cont:
         for _ in range(a.throughput_epochs):
             t0 = time.perf_counter()
-            train_epoch(state, data.train, cfg, progress=False)
+            train_epoch(state, data.train, cfg, a.bf16, progress=False)
             state.epoch += 1
             times.append(time.perf_counter() - t0)
     warm = times[1:] or times
@@ -100,7 +102,7 @@ def tft_side(a: argparse.Namespace) -> dict:
     with rp.Contention() as cont, torch.inference_mode():
         for _ in range(6):
             t0 = time.perf_counter()
-            predict(model, data.test, batch_size=256)
+            predict(model, data.test, batch_size=256, autocast=a.bf16)
             ts.append(time.perf_counter() - t0)
     res['inference'] = dict(forward_samples_per_s=len(data.test) / statistics.mean(ts[1:]), contention=cont.result)
     res['peak_rss_mib'] = rss_mib()
@@ -123,8 +125,9 @@ def one_run(side: str, a: argparse.Namespace, out: Path) -> dict:
     extra = ['--no-accuracy'] if a.no_accuracy else []
     if side == 'peer': cmd = [a.peer_python, PEER / 'run_peer.py', '--out', out, *sizes, *extra]
     else:
-        compiled = ['--compile'] * (a.compile or side == 'tft-compile')
-        cmd = [sys.executable, __file__, '--side', 'tft', '--out', out, *sizes, *extra, *compiled]
+        compiled = ['--compile'] * (a.compile or side.endswith('compile'))
+        bf16 = ['--bf16'] * ('bf16' in side)
+        cmd = [sys.executable, __file__, '--side', 'tft', '--out', out, *sizes, *extra, *compiled, *bf16]
     env = {**os.environ, 'PYTHONPATH': f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     r = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, env=env)
     if r.returncode: raise SystemExit(f"{side} run failed ({r.returncode}):\n{r.stderr[-3000:]}")
@@ -170,7 +173,9 @@ def main():
     p.add_argument('--throughput-epochs', type=int, default=10)
     p.add_argument('--no-accuracy', action='store_true')
     p.add_argument('--compile', action='store_true', help="tft_nb: TemporalFusionTransformer.compile(), as --compile")
-    p.add_argument('--sides', default='peer,tft', help="the runs of a round, in order: peer, tft, tft-compile")
+    p.add_argument('--bf16', action='store_true', help="tft_nb: bfloat16 autocast on the CPU (throughput runs only)")
+    p.add_argument('--sides', default='peer,tft', help="the runs of a round, in order: peer, tft, tft-compile, "
+                                                       "tft-bf16, tft-bf16-compile")
     a = p.parse_args()
     if a.side == 'drive': return drive(a)
     a.out.write_text(json.dumps(tft_side(a), indent=1))
