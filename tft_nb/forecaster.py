@@ -15,7 +15,7 @@ from .windows import DataConfig, DataSpec, PRESETS, WindowData, Windows, empty_s
 from .model import TFTConfig, TemporalFusionTransformer
 from .evaluate import infer, test_metrics
 from .train import TrainConfig
-from .checkpoint import checkpoint_stem, load_checkpoint, save_checkpoint
+from .checkpoint import checkpoint_stem, load_checkpoint, read_sidecar, save_checkpoint
 from .run_folder import RunInterrupted
 from .device import resolve_device, build_model
 from .fit import visible_log, fit as train_model   # `fit` is the forecaster's method
@@ -191,7 +191,7 @@ def load(cls: Forecaster, path) -> Forecaster:
 def _windows(self: Forecaster, bars: pd.DataFrame | None, split: str) -> tuple[Windows, DataSpec]:
     "The windows of `split` of `bars` (default: the fitted data's) and their spec."
     if bars is None and self.data is not None: return getattr(self.data, split), self.data.spec
-    wd, w = split_windows(load_sample() if bars is None else bars, load_checkpoint(_fitted(self))[1], split)
+    wd, w = split_windows(load_sample() if bars is None else bars, read_sidecar(_fitted(self)), split)
     return w, wd.spec
 
 @patch
@@ -199,11 +199,11 @@ def variable_importance(self: Forecaster, bars: pd.DataFrame | None = None, spli
     "Mean selection weight of each input, by name, over the windows of `split` (default: the fitted data's test)."
     from tft_nb.interpret import variable_importance
     w, spec = _windows(self, bars, split)
-    out = infer(self.model or load_model(_fitted(self))[0], w)
+    out = infer(self.model, w)                                       # fit and load both set it
     return variable_importance(out, spec.static_vars, spec.encoder_vars, spec.decoder_vars)
 
 @patch
 def attention(self: Forecaster, bars: pd.DataFrame | None = None, split: str = 'test') -> pd.DataFrame:
     "Mean attention of each horizon step by lag over the windows of `split` (default: the fitted data's test)."
     from tft_nb.interpret import attention_by_lag
-    return attention_by_lag(infer(self.model or load_model(_fitted(self))[0], _windows(self, bars, split)[0]))
+    return attention_by_lag(infer(self.model, _windows(self, bars, split)[0]))

@@ -97,10 +97,15 @@ def plot_fan(fc: pd.DataFrame, step: int | list | None = 1, symbols: list | None
     return fig
 
 # %% ../nbs/18_plots.ipynb #77c6d9db
-def calibration(fc: pd.DataFrame) -> pd.DataFrame:
-    "Share of actuals at or below each forecast quantile, next to the nominal level."
+def _with_actuals(fc: pd.DataFrame) -> pd.DataFrame:
+    "`fc`, refused when it has no actual values."
     if 'actual' not in fc: raise ValueError("calibration needs actual values: forecasts of a split with known "
                                             "outcomes (forecast_frame of data.test, tft_predict --split test)")
+    return fc
+
+def calibration(fc: pd.DataFrame) -> pd.DataFrame:
+    "Share of actuals at or below each forecast quantile, next to the nominal level."
+    _with_actuals(fc)
     return pd.DataFrame([dict(quantile=float(c[1:]), empirical=float((fc.actual <= fc[c]).mean())) for c in _qcols(fc)])
 
 def plot_calibration(fc: pd.DataFrame) -> Figure:
@@ -164,8 +169,7 @@ def plot_origin(fc: pd.DataFrame, symbol=None, origin=None, lookback: int = 60, 
 # %% ../nbs/18_plots.ipynb #2cf63345
 def _inside(fc: pd.DataFrame, step: int) -> pd.Series:
     "Whether each `step`-ahead actual of `fc` lies inside the outer quantile band, indexed by origin."
-    calibration(fc)                                                   # refuses a table without actuals
-    qc, d = _qcols(fc), fc[fc.step == step]
+    qc, d = _qcols(fc), _with_actuals(fc)[fc.step == step]
     return pd.Series(((d[qc[0]] <= d.actual) & (d.actual <= d[qc[-1]])).to_numpy(), index=d.origin.to_numpy())
 
 def rolling_coverage(fc: pd.DataFrame, window: int = 60, step: int = 1) -> pd.Series:
@@ -184,14 +188,14 @@ def plot_rolling_coverage(tables: dict, window: int = 60, step: int = 1) -> Figu
     ax.axhline(nominal, color='k', ls=':', lw=1, label=f'nominal {nominal:.0%}')
     ax.set(ylabel=f'share inside {qc[0][1:]}-{qc[-1][1:]}', ylim=(0, 1),
            title=f'Coverage of the {step}-step-ahead band over the last {window} origins')
+    _dates(ax)
     ax.legend(loc='lower left', fontsize=8)
     return fig
 
 # %% ../nbs/18_plots.ipynb #e2b51cfc
 def error_by_step(fc: pd.DataFrame) -> pd.DataFrame:
     "Mean pinball loss of each model (rows) at each horizon step (columns) of forecasts `fc` with actuals."
-    calibration(fc)                                                   # refuses a table without actuals
-    qc = _qcols(fc)
+    qc = _qcols(_with_actuals(fc))
     pred, y = torch.tensor(fc[qc].to_numpy('float64'))[:, None], torch.tensor(fc.actual.to_numpy('float64'))[:, None]
     loss = pinball(pred, y, [float(c[1:]) for c in qc]).mean(-1)[:, 0]  # (rows,): averaged over the quantiles
     return fc.assign(pinball=loss.numpy()).pivot_table('pinball', 'model', 'step', sort=False)

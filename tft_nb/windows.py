@@ -345,8 +345,8 @@ def make_windows(bars: pd.DataFrame, cfg: DataConfig = DataConfig(), scaler: Sca
     # a frame built by hand gets a file's checks: no NaN, times increasing
     bars = check_bars(tidy_bars(bars if tidy else normalize_columns(bars, source, user), extra=user), source)
     bars = check_reals(bars, [n for n, k in user.items() if k != 'static'], source)
-    values = static_values(bars, cfg.static, source)                     # one value per symbol
-    categories = static_categories(values) if categories is None else categories
+    values = static_values(bars, cfg.static, source) if cfg.static else None   # one value per symbol
+    categories = static_categories(values) if categories is None and cfg.static else categories
     if warn := suspect_moves_warning(bars, source): logging.getLogger('tft_nb').warning(warn)   # a split? (01_data)
     f = make_features(bars)
     symbols = list(symbols) if symbols is not None else sorted(f.symbol.unique())
