@@ -8,8 +8,10 @@ As a physical reference, the FLOPs of that pass are counted with `torch.utils.fl
 does not see the fused LSTM kernels, whose matmul FLOPs are added analytically: 2 * B * T * 4H * (d_in + H) per
 layer forward, twice that backward) and a plain matmul workload of the same FLOPs is timed in the same run, giving
 the achieved FLOP/s of both. Like `fit`, it calls `keep_freed_memory()`; `--compile` compiles the model first
-(`TemporalFusionTransformer.compile`). Run: `python bench/model_bench.py [--batch 32] [--reps 10] [--threads N]
-[--compile]`."""
+(`TemporalFusionTransformer.compile`; on CUDA with CUDA graphs, as `fit` compiles there). On CUDA it also times
+large (8192^3) matmuls of each precision, the ceiling a small model's matmuls cannot reach, and runs the batch sizes of
+`--cuda-batches`. Run: `python bench/model_bench.py [--batch 32] [--reps 10] [--threads N] [--compile]
+[--devices cpu,cuda] [--cuda-batches 32,512]`."""
 from __future__ import annotations
 import argparse, statistics, time
 
@@ -64,6 +66,11 @@ def matmul_reference(flops: float, device, dtype, n: int):
         for _ in range(k): a @ b
     return work, k
 
+def peak_rate(device, dtype, n: int = 8192, reps: int = 10) -> float:
+    "FLOP/s of large (n x n) @ (n x n) matmuls in `dtype` on `device`."
+    a, b = torch.randn(n, n, device=device, dtype=dtype), torch.randn(n, n, device=device, dtype=dtype)
+    return 2 * n ** 3 / timed(lambda: a @ b, device, reps)
+
 def bench(device, B: int, reps: int, autocast: bool, compiled: bool = False) -> dict:
     torch.manual_seed(0)
     cfg = TFTConfig()
@@ -71,7 +78,7 @@ def bench(device, B: int, reps: int, autocast: bool, compiled: bool = False) -> 
     b = make_batch(cfg, B, device)
     with FlopCounterMode(display=False) as fc: step_fn(model, b, autocast)()
     counted = fc.get_total_flops()
-    if compiled: model.compile()
+    if compiled: model.compile(cudagraphs=device.type == 'cuda')
     step = step_fn(model, b, autocast)
     total = counted + lstm_flops(cfg, B)
     t_model = timed(step, device, reps)
@@ -97,24 +104,30 @@ def main():
     ap.add_argument('--reps', type=int, default=10)
     ap.add_argument('--threads', type=int, default=0, help='CPU threads (0: torch default)')
     ap.add_argument('--compile', action='store_true', help='TemporalFusionTransformer.compile() first')
+    ap.add_argument('--devices', default='cpu,cuda', help='where to run: cpu, cuda (when available), or both')
+    ap.add_argument('--cuda-batches', default='32', help='batch sizes to run on CUDA, comma-separated')
     a = ap.parse_args()
     if a.threads: torch.set_num_threads(a.threads)
     keep_freed_memory()
-    cpu = bench(torch.device('cpu'), a.batch, a.reps, autocast=False, compiled=a.compile)
-    c = cpu['cfg']
+    c = TFTConfig()
     print(f"TFTConfig: hidden {c.hidden_size}, heads {c.attention_heads}, LSTM layers {c.lstm_layers}, "
           f"dropout {c.dropout}, quantiles {c.quantiles}; "
           f"Te {c.encoder_length}, Td {c.horizon}, Ve {c.encoder_vars}, Vd {c.decoder_vars}, "
           f"static {c.static_cardinalities}")
-    print(f"parameters: {cpu['params']:,}; torch {torch.__version__}, {torch.get_num_threads()} CPU threads; "
-          f"median of {a.reps} after 3 warm-ups; {'compiled' if a.compile else 'eager'}")
-    report('cpu float32', cpu, a.batch)
-    if torch.cuda.is_available():
-        dev = torch.device('cuda')
-        print(f"\nCUDA: {torch.cuda.get_device_name(dev)}")
-        report('cuda float32', bench(dev, a.batch, max(a.reps, 50), autocast=False), a.batch)
-        report('cuda bf16 autocast', bench(dev, a.batch, max(a.reps, 50), autocast=True), a.batch)
-    else: print("\nCUDA: not available")
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} CPU threads; median of {a.reps} after 3 warm-ups; "
+          f"{'compiled' if a.compile else 'eager'}")
+    if 'cpu' in a.devices:
+        cpu = bench(torch.device('cpu'), a.batch, a.reps, autocast=False, compiled=a.compile)
+        print(f"parameters: {cpu['params']:,}")
+        report('cpu float32', cpu, a.batch)
+    if 'cuda' not in a.devices: return
+    if not torch.cuda.is_available(): return print("\nCUDA: not available")
+    dev = torch.device('cuda')
+    fp32, bf16 = (peak_rate(dev, t) / 1e12 for t in (torch.float32, torch.bfloat16))
+    print(f"\nCUDA: {torch.cuda.get_device_name(dev)}; 8192^3 matmuls: float32 {fp32:.1f} TFLOP/s, bf16 {bf16:.1f}")
+    for B in map(int, a.cuda_batches.split(',')):
+        report('cuda float32', bench(dev, B, max(a.reps, 50), autocast=False, compiled=a.compile), B)
+        report('cuda bf16 autocast', bench(dev, B, max(a.reps, 50), autocast=True, compiled=a.compile), B)
 
 if __name__ == '__main__':
     main()

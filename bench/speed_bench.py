@@ -4,14 +4,17 @@ Variants, each in a fresh process, interleaved over `--rounds` rounds (these mac
 - `eager`: the model as it runs without any lever (glibc's default allocator thresholds);
 - `keep`: `keep_freed_memory()` (13_device), which `fit` calls for every CPU run;
 - `compile`: `keep` plus `TemporalFusionTransformer.compile()` (06_model), warmed up by `fit.warm_up`;
-- `bf16`: `keep` plus bfloat16 autocast on the CPU (`train_step(..., autocast=True)`, `predict(..., autocast=True)`),
-  which `fit` uses only on CUDA so far: a probe of the lever on CPUs with native bf16 (AVX-512 BF16 or AMX).
+- `bf16`: `keep` plus bfloat16 autocast (`train_step(..., autocast=True)`, `predict(..., autocast=True)`), which
+  `fit` uses on CUDA; on the CPU a probe of the lever on CPUs with native bf16 (AVX-512 BF16 or AMX);
+- `compile-bf16`: both; `graphs` and `graphs-bf16`: `compile(cudagraphs=True)`, the compiled stages replayed as
+  CUDA graphs (what `fit` compiles on CUDA), without and with bf16.
 A process trains `--steps` steps of `train_step` on the benchmark task's windows (batch `--batch`, gradient clipping
 1.0, fused Adam, dropout 0.1) after `--warm` untimed ones, then runs inference over the test windows (batch 256, one
-untimed pass, then `--passes`). It prints training and inference samples/s, the compile time, and peak RSS. The
-driver prints each run, then per variant the median and min-max, and the ratio to `eager` within each round.
+untimed pass, then `--passes`), on `--device` (CUDA timings end with a synchronize). It prints training and
+inference samples/s, the compile time, and peak memory (RSS; on CUDA also the peak allocated on the GPU). The driver
+prints each run, then per variant the median and min-max, and the ratio to `eager` within each round.
 Run: `python bench/speed_bench.py [--hidden 32 --heads 4 --lstm 1 --batch 64] [--rounds 3]
-[--variants eager,keep,compile,bf16]`"""
+[--variants eager,keep,compile,bf16] [--device cuda]`"""
 from __future__ import annotations
 import argparse, json, os, resource, subprocess, sys, time
 from pathlib import Path
@@ -20,8 +23,14 @@ from peer_bench import spread   # bench/ is on sys.path when a script there runs
 ROOT = Path(__file__).resolve().parents[1]
 
 
+VARIANTS = {  # name: (keep_freed_memory, compile, CUDA graphs, bf16 autocast)
+    'eager': (False, False, False, False), 'keep': (True, False, False, False), 'compile': (True, True, False, False),
+    'bf16': (True, False, False, True), 'compile-bf16': (True, True, False, True),
+    'graphs': (True, True, True, False), 'graphs-bf16': (True, True, True, True)}
+
+
 def one(a: argparse.Namespace) -> dict:
-    "One variant's run: training and inference samples/s, compile seconds, peak RSS (MiB)."
+    "One variant's run: training and inference samples/s, compile seconds, peak RSS and GPU memory (MiB)."
     import torch
     torch.set_num_threads(a.threads)
     from tft_nb.data import load_sample
@@ -31,28 +40,33 @@ def one(a: argparse.Namespace) -> dict:
     from tft_nb.device import keep_freed_memory
     from tft_nb.fit import warm_up
     from tft_nb.evaluate import predict
-    if a.variant != 'eager': keep_freed_memory()
-    data = make_windows(load_sample(), PRESETS['ohlcv_gk_logvol_tft_v1'])
+    keep, compiled, graphs, bf16 = VARIANTS[a.variant]
+    if keep: keep_freed_memory()
+    device = torch.device(a.device)
+    sync = torch.cuda.synchronize if device.type == 'cuda' else (lambda: None)
+    data = make_windows(load_sample(), PRESETS['ohlcv_gk_logvol_tft_v1']).to(device)
     torch.manual_seed(42)
     model = TemporalFusionTransformer(TFTConfig(**data.spec.model_sizes(), hidden_size=a.hidden,
-                                                attention_heads=a.heads, lstm_layers=a.lstm, dropout=0.1))
-    cfg = TrainConfig(batch_size=a.batch, grad_clip=1.0, device='cpu')
+                                                attention_heads=a.heads, lstm_layers=a.lstm, dropout=0.1)).to(device)
+    cfg = TrainConfig(batch_size=a.batch, grad_clip=1.0, device=a.device)
     state = TrainingState.begin(model, cfg)
-    compile_s = warm_up(model.compile(), data.train, a.batch) if a.variant == 'compile' else 0.0
-    bf16 = a.variant == 'bf16'
+    compile_s = warm_up(model.compile(cudagraphs=graphs), data.train, a.batch, bf16) if compiled else 0.0
     gen = torch.Generator().manual_seed(0)
     batches = [b for b, _ in zip(data.train.batches(a.batch, shuffle=True, generator=gen, drop_last=True),
                                  range(a.warm + a.steps))]
     for b in batches[:a.warm]: train_step(model, state.opt, [b], 1.0, bf16)
+    sync()
     t0 = time.perf_counter()
     for b in batches[a.warm:]: train_step(model, state.opt, [b], 1.0, bf16)
+    sync()
     train = a.steps * a.batch / (time.perf_counter() - t0)
     predict(model, data.test, batch_size=256, autocast=bf16)
     t0 = time.perf_counter()
     for _ in range(a.passes): predict(model, data.test, batch_size=256, autocast=bf16)
     infer = a.passes * len(data.test) / (time.perf_counter() - t0)
+    gpu = torch.cuda.max_memory_allocated() / 2 ** 20 if device.type == 'cuda' else 0.0
     return dict(train=train, infer=infer, compile_s=compile_s,
-                rss=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+                rss=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, gpu=gpu)
 
 
 def drive(a: argparse.Namespace):
@@ -65,23 +79,23 @@ def drive(a: argparse.Namespace):
         row = {}
         for v in variants:
             cmd = [sys.executable, __file__, '--one', v, *sum(([f'--{k}', str(getattr(a, k))] for k in
-                   ('hidden', 'heads', 'lstm', 'batch', 'steps', 'warm', 'passes', 'threads')), [])]
+                   ('hidden', 'heads', 'lstm', 'batch', 'steps', 'warm', 'passes', 'threads', 'device')), [])]
             env = {**os.environ, 'PYTHONPATH': f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
             r = subprocess.run(cmd, capture_output=True, text=True, env=env)
             if r.returncode: raise SystemExit(f"{v} failed:\n{r.stderr[-3000:]}")
             row[v] = json.loads(r.stdout.strip().splitlines()[-1])
-            print(f"round {i + 1} {v:8s} " + ', '.join(f"{k} {x:.4g}" for k, x in row[v].items()), flush=True)
+            print(f"round {i + 1} {v:12s} " + ', '.join(f"{k} {x:.4g}" for k, x in row[v].items()), flush=True)
         rows.append(row)
     for v in variants:
-        for k in ('train', 'infer', 'rss'):
+        for k in ('train', 'infer', 'rss') + (('gpu',) if a.device == 'cuda' else ()):
             xs = [r[v][k] for r in rows]
             ratio = f"; / eager {spread([r[v][k] / r['eager'][k] for r in rows])}" if 'eager' in variants else ''
-            print(f"{v:8s} {k:6s} {spread(xs)}{ratio}")
+            print(f"{v:12s} {k:6s} {spread(xs)}{ratio}")
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument('--one', choices=('eager', 'keep', 'compile', 'bf16'))
+    p.add_argument('--one', choices=tuple(VARIANTS))
     p.add_argument('--variants', default='eager,keep,compile')
     p.add_argument('--rounds', type=int, default=3)
     p.add_argument('--hidden', type=int, default=32)
@@ -92,6 +106,7 @@ def main():
     p.add_argument('--warm', type=int, default=5)
     p.add_argument('--passes', type=int, default=5)
     p.add_argument('--threads', type=int, default=2)
+    p.add_argument('--device', default='cpu', choices=('cpu', 'cuda'))
     a = p.parse_args()
     if a.one is None: return drive(a)
     a.variant = a.one

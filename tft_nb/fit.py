@@ -259,7 +259,8 @@ def fit(model: TemporalFusionTransformer, data: WindowData, cfg: TrainConfig = T
                 log.info(f"Model: {n:,} parameters on {device}, {'bf16 autocast' if autocast else 'fp32'}")
                 if world is not ALONE: log.info(world_line(world, cfg.batch_size))
                 if cfg.compile:
-                    seconds = warm_up(model.compile(), data.train, cfg.batch_size, autocast)
+                    model.compile(cudagraphs=device.type == 'cuda')
+                    seconds = warm_up(model, data.train, cfg.batch_size, autocast)
                     log.info(f"torch.compile: the training and evaluation graphs compiled in {seconds:.1f} s")
                 while state.epoch < cfg.epochs and not state.stopping.stopped:
                     run_epoch(state, data, cfg, folder, signals, autocast, progress, log)

@@ -165,10 +165,16 @@ def _batch_dynamic(f):
         return f(*args)
     return call
 
+def _own_outputs(f):
+    "`f`, returning copies of its output tensors: a CUDA graph's replay overwrites the memory of the last outputs."
+    return lambda *args: torch.utils._pytree.tree_map(lambda t: t.clone() if torch.is_tensor(t) else t, f(*args))
+
 @patch
-def compile(self:TemporalFusionTransformer, **kwargs):
-    "torch.compile the stages before and after the LSTMs, each as one whole graph; `kwargs` go to `torch.compile`."
+def compile(self:TemporalFusionTransformer, cudagraphs:bool=False, **kwargs):
+    "torch.compile the stages before and after the LSTMs as whole graphs; `cudagraphs`: replay them as CUDA graphs."
     inductor = kwargs.get('backend', 'inductor') == 'inductor' and 'mode' not in kwargs
-    opts = dict(fullgraph=True) | (dict(options=dict(fallback_random=True)) if inductor else {}) | kwargs
-    self.compiled = tuple(_batch_dynamic(torch.compile(f, **opts)) for f in (self.select_inputs, self.decode))
+    options = dict(fallback_random=True) | ({'triton.cudagraphs': True} if cudagraphs else {})
+    opts = dict(fullgraph=True) | (dict(options=options) if inductor else {}) | kwargs
+    stages = [_batch_dynamic(torch.compile(f, **opts)) for f in (self.select_inputs, self.decode)]
+    self.compiled = tuple(map(_own_outputs, stages) if cudagraphs else stages)
     return self

@@ -1,21 +1,26 @@
 #!/usr/bin/env bash
 # The GPU checks as one prepared command for the lent device machine (torch, pandas, numpy and matplotlib are there;
-# the other run-time packages travel as wheels made by tools/gpu_wheels.sh into the ignored folder .whl/):
-#   1. bench/grad_norm_bench.py on CUDA (bf16 autocast, CUDA-event timing): the gradient norm's share of a step;
-#   2. bench/model_bench.py: step times and achieved FLOP/s on CPU and CUDA;
-#   3. nbs/19_training_run.ipynb executed with its outputs saved (with CUDA: the full 50-epoch configuration),
-#      its fan chart and metrics.csv;
-#   4. tft_predict of that run's best checkpoint on CUDA and on the CPU: the largest difference of the forecasts.
-#   5. tft_train under torchrun (world size 1 on one GPU: NCCL, DistributedDataParallel; all GPUs when there are
-#      more), a small model for 2 epochs, then tft_predict of its best checkpoint without torchrun;
-#   6. tft_train --compile on $DEVICE (torch.compile of the model's two stages, inductor/Triton), 3 epochs of the task's
-#      sizes, and the same run without it: the log's compile time and epoch seconds (issue 27);
-#   7. nbdev_test, the notebooks' inline tests, on a machine with CUDA, in the time left of a 570 s budget.
-# Everything lands in $OUT. Device call: run(command="bash tools/gpu_check.sh", carry=[".whl"], timeout_s=590).
-# Locally (CPU, to check the script): NO_WHEELS=1 DEVICE=cpu NORM_ARGS="--steps 3 --hidden 16 --heads 2" OUT=/tmp/gpu_out bash tools/gpu_check.sh
+# the other run-time packages travel as wheels made by tools/gpu_wheels.sh into the ignored folder .whl/), in order
+# of value, each step under its own time limit and skipped when the budget ($BUDGET s, 560 by default) runs short:
+#   1. nbs/19_training_run.ipynb executed with its outputs saved (with CUDA: the full 50-epoch original configuration
+#      through tft_train, bf16 autocast, eager), its figures and metrics.csv;
+#   2. bench/speed_bench.py on $DEVICE at the original configuration: eager fp32, bf16, compiled with CUDA graphs in
+#      fp32 and bf16 (issue 27's levers on the GPU);
+#   3. tests/cuda_checks.py: CUDA graphs train like eager, keep every batch's forecasts, bf16 trains;
+#   4. tft_predict of the run's best checkpoint on $DEVICE and on the CPU: the largest difference of the forecasts;
+#   5. bench/model_bench.py on $DEVICE: step times and achieved FLOP/s against large matmuls of each precision;
+#   6. tft_train under torchrun (NCCL, DistributedDataParallel, one process per GPU), a small model for 2 epochs, then
+#      tft_predict of its best checkpoint without torchrun;
+#   7. nbdev_test, the notebooks' inline tests, on a machine with CUDA, in the time left.
+# Everything lands in $OUT as at most 8 files (the device tool's limit): log.txt (every step's output),
+# 19_training_run.ipynb, and run.tar.gz (the run's metrics.csv and JSON sidecars, the notebook's figures).
+# Device call: run(command="bash tools/gpu_check.sh", carry=[".whl"], timeout_s=590).
+# Locally (CPU, to check the script; SMALL skips the notebook and shrinks the benchmarks):
+#   NO_WHEELS=1 DEVICE=cpu SMALL=1 VARIANTS=eager,bf16 OUT=/tmp/gpu_out bash tools/gpu_check.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
-OUT=${OUT:-/tmp/gpu_out}; DEVICE=${DEVICE:-cuda}; mkdir -p "$OUT"
+OUT=${OUT:-/tmp/gpu_out}; DEVICE=${DEVICE:-cuda}; BUDGET=${BUDGET:-560}; mkdir -p "$OUT"
+LOG="$OUT/log.txt"
 if [ -z "${NO_WHEELS:-}" ] && [ -d .whl ] && [ -n "$(ls .whl/*.whl 2>/dev/null)" ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
   export PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH
@@ -23,42 +28,57 @@ else
   export PYTHONPATH=$PWD
 fi
 export PYTHONUNBUFFERED=1 MPLBACKEND=Agg
-python3 -c "import torch, pandas, numpy, fastcore, databento_dbn, tft_nb; from tft_nb.data import load_sample; load_sample()
-print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.is_available(), torch.cuda.get_device_name() if torch.cuda.is_available() else '-', '| pandas', pandas.__version__, '| numpy', numpy.__version__)" 2>&1 | tee "$OUT/env.txt"
-echo "== grad_norm_bench ($DEVICE)"
-timeout 150 python3 bench/grad_norm_bench.py --device "$DEVICE" ${NORM_ARGS:---steps 50} 2>&1 | tee "$OUT/grad_norm_bench.txt"
-echo "== model_bench"
-timeout 120 python3 bench/model_bench.py 2>&1 | tee "$OUT/model_bench.txt"
-echo "== 19_training_run"
-start=$SECONDS
-(cd nbs && timeout "${NB_TIMEOUT:-420}" python3 -m execnb.shell --exc_stop 19_training_run.ipynb --dest "$OUT/19_training_run.ipynb") 2>&1 | tee "$OUT/notebook.txt"
-echo "notebook: exit ${PIPESTATUS[0]} after $((SECONDS - start)) s" | tee -a "$OUT/notebook.txt"
-cp nbs/images/training_run_fan.png nbs/runs/training_run/metrics.csv "$OUT/" 2>/dev/null
-echo "== tft_predict on $DEVICE and on the CPU (the run's best checkpoint, test windows)"
-timeout 120 python3 - <<EOF 2>&1 | tee "$OUT/predict_devices.txt"
+if ! command -v tft_train >/dev/null; then   # the package is on PYTHONPATH, not installed: make its console commands
+  mkdir -p /tmp/bin
+  for c in train predict; do printf 'import sys\nfrom tft_nb.cli import main_%s\nsys.exit(main_%s())\n' $c $c >/tmp/bin/tft_$c.py
+    printf '#!/usr/bin/env bash\nexec python3 /tmp/bin/tft_%s.py "$@"\n' $c >/tmp/bin/tft_$c; chmod +x /tmp/bin/tft_$c; done
+  export PATH=/tmp/bin:$PATH
+fi
+# step NAME SECONDS COMMAND...: run COMMAND under a limit of SECONDS (less if the budget has less), logging its output
+step() {
+  local name=$1 want=$2; shift 2
+  local left=$(( BUDGET - SECONDS ))
+  if [ "$left" -lt 30 ]; then echo "== $name: skipped, ${left} s of the budget left" | tee -a "$LOG"; return; fi
+  local limit=$(( want < left ? want : left )) start=$SECONDS
+  echo "== $name (limit ${limit} s, at ${SECONDS} s)" | tee -a "$LOG"
+  timeout "$limit" "$@" 2>&1 | tee -a "$LOG"
+  echo "== $name: exit ${PIPESTATUS[0]} after $(( SECONDS - start )) s" | tee -a "$LOG"
+}
+step env 60 python3 -c "import torch, pandas, numpy, fastcore, databento_dbn, tft_nb; from tft_nb.data import load_sample; load_sample()
+print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.is_available(), torch.cuda.get_device_name() if torch.cuda.is_available() else '-', '| pandas', pandas.__version__, '| numpy', numpy.__version__, '| cpus', __import__('os').cpu_count())"
+nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,driver_version --format=csv 2>&1 | tee -a "$LOG"
+
+notebook() { cd nbs && python3 -m execnb.shell --exc_stop 19_training_run.ipynb --dest "$OUT/19_training_run.ipynb"; }
+[ -z "${SMALL:-}" ] && step 19_training_run "${NB_TIMEOUT:-300}" bash -c "$(declare -f notebook); OUT=$OUT; notebook"
+tar -czf "$OUT/run.tar.gz" nbs/runs/training_run/metrics.csv nbs/runs/training_run/*.json nbs/images 2>>"$LOG"
+
+if [ -n "${SMALL:-}" ]; then SIZE="--hidden 16 --heads 2 --lstm 1 --batch 32"; STEPS="--steps 5 --warm 2 --passes 1"
+else SIZE="--hidden 256 --heads 8 --lstm 2 --batch 32"; STEPS="--steps 100 --warm 5 --passes 3"; fi
+step speed_bench 240 python3 bench/speed_bench.py --device "$DEVICE" --rounds 1 --threads 4 $SIZE $STEPS \
+  --variants "${VARIANTS:-eager,bf16,graphs,graphs-bf16}"
+[ "$DEVICE" = cuda ] && step cuda_checks 150 python3 -m pytest -q -p no:cacheprovider tests/cuda_checks.py
+
+predict() {
+python3 - "$1" <<'EOF'
+import sys
 from tft_nb.cli import tft_predict
-kw = dict(checkpoint='nbs/runs/training_run/tft_best', split='test')
-a, b = tft_predict(**kw, output='/tmp/fc_dev.csv', device='$DEVICE'), tft_predict(**kw, output='/tmp/fc_cpu.csv', device='cpu')
+kw, dev = dict(checkpoint='nbs/runs/training_run/tft_best', split='test'), sys.argv[1]
+a, b = tft_predict(**kw, output='/tmp/fc_dev.csv', device=dev), tft_predict(**kw, output='/tmp/fc_cpu.csv', device='cpu')
 q = [c for c in a if c.startswith('q')]
-print('tft_predict:', len(a), 'forecasts; max |$DEVICE - cpu| =', float((a[q] - b[q]).abs().max().max()), '; target range', float(b['actual'].min()), float(b['actual'].max()))
+print(f"tft_predict: {len(a)} forecasts; max |{dev} - cpu| = {float((a[q] - b[q]).abs().max().max()):.3g}; "
+      f"target range {float(b['actual'].min()):.3f}..{float(b['actual'].max()):.3f}")
 EOF
-echo "== torchrun: tft_train on $DEVICE with DistributedDataParallel"
-gpus=$(python3 -c "import torch; print(max(1, torch.cuda.device_count()) if '$DEVICE' == 'cuda' else 2)")
-rm -rf /tmp/ddp_run
-timeout 180 python3 -m torch.distributed.run --standalone --nproc-per-node "$gpus" --no-python \
-  tft_train --device "$DEVICE" --epochs 2 --hidden-size 32 --attention-heads 4 --lstm-layers 1 --batch-size 64 --checkpoint-dir /tmp/ddp_run 2>&1 \
-  | tee "$OUT/torchrun.txt"
-echo "torchrun ($gpus process(es)): exit ${PIPESTATUS[0]}" | tee -a "$OUT/torchrun.txt"
-timeout 60 tft_predict --checkpoint /tmp/ddp_run/tft_best --output /tmp/ddp_fc.csv --device "$DEVICE" 2>&1 \
-  | tee -a "$OUT/torchrun.txt"
-echo "== tft_train --compile on $DEVICE, and without it"
-for c in --compile --no-compile; do
-  timeout 200 tft_train --device "$DEVICE" $c --epochs 3 --hidden-size 32 --attention-heads 4 --lstm-layers 1 \
-    --batch-size 64 --checkpoint-dir /tmp/compile_run$c --overwrite 2>&1 | grep -E "torch.compile|Epoch|error" \
-    | tee -a "$OUT/compile.txt"
-done
-echo "== nbdev_test"
-left=$(( ${BUDGET:-570} - SECONDS ))
-if [ "$left" -gt 60 ]; then timeout "$left" nbdev_test --n_workers 8 2>&1 | tee "$OUT/nbdev_test.txt"; echo "nbdev_test: exit ${PIPESTATUS[0]}" | tee -a "$OUT/nbdev_test.txt"
-else echo "nbdev_test skipped: ${left} s of the budget left" | tee "$OUT/nbdev_test.txt"; fi
-ls -la "$OUT"
+}
+step predict_devices 60 bash -c "$(declare -f predict); predict $DEVICE"
+step model_bench 90 python3 bench/model_bench.py --devices "$DEVICE" --cuda-batches 32,256
+
+torchrun() {
+  local gpus; gpus=$(python3 -c "import torch; print(max(1, torch.cuda.device_count()) if '$1' == 'cuda' else 2)")
+  rm -rf /tmp/ddp_run
+  python3 -m torch.distributed.run --standalone --nproc-per-node "$gpus" --no-python tft_train --device "$1" --epochs 2 \
+    --hidden-size 32 --attention-heads 4 --lstm-layers 1 --batch-size 64 --checkpoint-dir /tmp/ddp_run \
+    && tft_predict --checkpoint /tmp/ddp_run/tft_best --output /tmp/ddp_fc.csv --device "$1"
+}
+step torchrun 90 bash -c "$(declare -f torchrun); torchrun $DEVICE"
+step nbdev_test 600 nbdev_test --n_workers 8
+ls -la "$OUT" | tee -a "$LOG"
