@@ -50,7 +50,7 @@ def test_cuda_graphs_train_like_eager(data, tmp_path, caplog):
     assert 'torch.compile: the training and evaluation graphs compiled in' in log
     assert graphs == 4, f'{graphs} graphs: two stages, training and evaluation, and no recompiles for other sizes'
     assert not skips.get('cudagraph_skips'), f'CUDA graphs were skipped: {skips}'
-    losses = ['train_loss', 'val_loss']            # fused kernels round differently: 0.14% apart after 2 epochs on a CPU
+    losses = ['train_loss', 'val_loss']          # fused kernels round differently: 0.14% apart after 2 CPU epochs
     assert h1[losses].to_numpy() == pytest.approx(h0[losses].to_numpy(), rel=1e-2)
     for (name, p), q in zip(eager.named_parameters(), compiled.parameters()):
         assert torch.allclose(p, q, atol=1e-2), name
