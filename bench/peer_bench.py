@@ -18,10 +18,11 @@ Like `fit`, the tft_nb side calls `keep_freed_memory()`; `--compile` compiles th
 compile time is in the JSON, not in the throughput).
 
 The driver (default) runs the sides of `--sides` in turn (peer first; `tft-compile` is the tft_nb side with
-`--compile`, `tft-bf16` with `--bf16`, bfloat16 autocast on the CPU in throughput runs, `tft-bf16-compile` with
-both), `--pairs` rounds, each run in a fresh process, and prints each run, then the median and min-max of
-each figure and of each side's ratio to the peer within each round. It needs the peer's venv (`--peer-python`, made
-as `../shared/bench/peer/README.md` says).
+`--compile`, `tft-bf16` with `--bf16`, bfloat16 autocast on the CPU (training, the accuracy run's `fit` through
+`TrainConfig.cpu_bf16`, and the inference timing; the scored test forecasts are float32, as `tft_predict` makes
+them), `tft-bf16-compile` with both), `--pairs` rounds, each run in a fresh process, and prints each run, then the
+median and min-max of each figure and of each side's ratio to the peer within each round. It needs the peer's venv
+(`--peer-python`, made as `../shared/bench/peer/README.md` says).
 Run: `python bench/peer_bench.py --peer-python PEER_VENV/bin/python [--pairs 3] [--no-accuracy]
 [--sides peer,tft,tft-compile] [--hidden 256 --heads 8 --lstm 2 --batch 32] [--throughput-epochs 10]`."""
 from __future__ import annotations
@@ -75,7 +76,6 @@ def tft_side(a: argparse.Namespace) -> dict:
     model = TemporalFusionTransformer(mcfg)
     cfg = TrainConfig(epochs=a.throughput_epochs, **tcfg)
     state = TrainingState.begin(model, cfg)
-    if a.bf16 and not a.no_accuracy: raise SystemExit("--bf16 is for throughput runs: fit uses bf16 only on CUDA")
     if a.compile: res['compile_seconds'] = warm_up(model.compile(), data.train, a.batch, a.bf16)   # as `fit` does
     times = []
     with rp.Contention() as cont:
@@ -93,7 +93,8 @@ def tft_side(a: argparse.Namespace) -> dict:
         model = TemporalFusionTransformer(mcfg)
         with tempfile.TemporaryDirectory() as d, rp.Contention() as cont:
             out = fit(model, data, TrainConfig(epochs=50, early_stopping_patience=5, early_stopping_threshold=0.0,
-                                               checkpoint_dir=d, checkpoint_frequency=0, compile=a.compile, **tcfg),
+                                               checkpoint_dir=d, checkpoint_frequency=0, compile=a.compile,
+                                               cpu_bf16=a.bf16, **tcfg),
                       progress=False)
         y, p = aligned(rp, data, predict(model, data.test))
         res['tft'] = dict(test=rp.score(y, p), epochs_run=len(out.history), best_epoch=out.best_epoch,
@@ -173,7 +174,7 @@ def main():
     p.add_argument('--throughput-epochs', type=int, default=10)
     p.add_argument('--no-accuracy', action='store_true')
     p.add_argument('--compile', action='store_true', help="tft_nb: TemporalFusionTransformer.compile(), as --compile")
-    p.add_argument('--bf16', action='store_true', help="tft_nb: bfloat16 autocast on the CPU (throughput runs only)")
+    p.add_argument('--bf16', action='store_true', help="tft_nb: bfloat16 autocast on the CPU")
     p.add_argument('--sides', default='peer,tft', help="the runs of a round, in order: peer, tft, tft-compile, "
                                                        "tft-bf16, tft-bf16-compile")
     a = p.parse_args()

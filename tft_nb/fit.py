@@ -249,7 +249,7 @@ def fit(model: TemporalFusionTransformer, data: WindowData, cfg: TrainConfig = T
         with RunFolder.shared(cfg, model, run_data(data, data_config), resume, log, world) as folder:   # locked
             model.to(device)
             if device.type == 'cpu': keep_freed_memory()                 # reuse freed memory: no page faults per step
-            data, autocast = data.to(device), cfg.bf16 and device.type == 'cuda'
+            data, autocast = data.to(device), cfg.bf16 if device.type == 'cuda' else cfg.cpu_bf16
             state = TrainingState.begin(model, cfg, optimizer, world.rank)   # seeded; the optimizer checked
             with folder.interrupts(), held_signals() as signals:      # Ctrl-C, SIGTERM: stop after the step, saved
                 folder.restore(state, cfg.epochs)                     # the last check: a resume's state loads

@@ -144,9 +144,8 @@ class FolderLock:
         self.made = []
 
 # %% ../nbs/12_run_folder.ipynb #e4b64a79
-RESUME_MAY_CHANGE = ('epochs', 'checkpoint_dir', 'checkpoint_frequency', 'device', 'bf16', 'compile', 'verbose',
-                     'overwrite', 'restore_best', 'calibrate',
-                     'calibration_bars')
+RESUME_MAY_CHANGE = ('epochs', 'checkpoint_dir', 'checkpoint_frequency', 'device', 'bf16', 'cpu_bf16', 'compile',
+                     'verbose', 'overwrite', 'restore_best', 'calibrate', 'calibration_bars')
 
 def resume_stem(resume, folder) -> Path:
     "The checkpoint that `resume` names: 'last' is `folder`/tft_last, anything else a checkpoint's stem or file."

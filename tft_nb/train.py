@@ -51,6 +51,7 @@ class TrainConfig:
     seed: int = 42                           # seeds weights, dropout and the order of the training windows
     device: str = 'auto'                     # auto (CUDA if available), cpu or cuda
     bf16: bool = True                        # bfloat16 autocast on CUDA (ignored on the CPU)
+    cpu_bf16: bool = False                   # bfloat16 autocast on the CPU (native on AVX-512 BF16 or AMX CPUs)
     compile: bool = False                    # torch.compile the model (compiling first takes minutes on a CPU)
     verbose: bool = False                    # log every step's loss and gradient norm
     overwrite: bool = False                  # a fresh run may replace an earlier run's files in checkpoint_dir
