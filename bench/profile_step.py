@@ -1,17 +1,15 @@
 """Where a training step's CPU time goes, by PyTorch operator: `torch.profiler` over `--steps` `train_step`s of the
-original configuration (hidden 256, 8 heads, 2 LSTM layers, batch 32, dropout 0.1, gradient clipping 1.0) after 3
-untimed ones, in float32 or under bfloat16 autocast, as `fit` runs it on the CPU (`keep_freed_memory`). Prints the
-profiler's table of the `--rows` operators with the most self CPU time.
+original configuration (hidden 256, 8 heads, 2 LSTM layers, batch 32; `speed_bench`'s set-up: dropout 0.1, gradient
+clipping 1.0) after 3 untimed ones, in float32 or under bfloat16 autocast, as `fit` runs it on the CPU
+(`keep_freed_memory`). Prints the profiler's table of the `--rows` operators with the most self CPU time.
 Run: `python bench/profile_step.py --precision fp32|bf16 [--threads 2] [--steps 7] [--rows 18]`."""
 from __future__ import annotations
 import argparse
 import torch
 from torch.profiler import profile, ProfilerActivity
-from tft_nb.data import load_sample
-from tft_nb.windows import PRESETS, make_windows
-from tft_nb.model import TFTConfig, TemporalFusionTransformer
-from tft_nb.train import TrainConfig, TrainingState, train_step
+from tft_nb.train import train_step
 from tft_nb.device import keep_freed_memory
+from speed_bench import training_setup   # bench/ is on sys.path when a script there runs
 
 
 def main():
@@ -24,14 +22,8 @@ def main():
     torch.set_num_threads(a.threads)
     keep_freed_memory()
     bf16 = a.precision == 'bf16'
-    data = make_windows(load_sample(), PRESETS['ohlcv_gk_logvol_tft_v1'])
-    torch.manual_seed(0)
-    model = TemporalFusionTransformer(TFTConfig(**data.spec.model_sizes(), hidden_size=256, attention_heads=8,
-                                                lstm_layers=2, dropout=0.1))
-    state = TrainingState.begin(model, TrainConfig(batch_size=32, grad_clip=1.0, device='cpu'))
-    gen = torch.Generator().manual_seed(0)
-    batches = data.train.batches(32, shuffle=True, generator=gen, drop_last=True)
-    batches = [b for b, _ in zip(batches, range(3 + a.steps))]
+    setup = argparse.Namespace(hidden=256, heads=8, lstm=2, batch=32, device='cpu', warm=3, steps=a.steps)
+    _, model, state, batches, _ = training_setup(setup)
     for b in batches[:3]: train_step(model, state.opt, [b], 1.0, bf16)
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         for b in batches[3:]: train_step(model, state.opt, [b], 1.0, bf16)

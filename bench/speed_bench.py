@@ -5,7 +5,7 @@ Variants, each in a fresh process, interleaved over `--rounds` rounds (these mac
 - `keep`: `keep_freed_memory()` (13_device), which `fit` calls for every CPU run;
 - `compile`: `keep` plus `TemporalFusionTransformer.compile()` (06_model), warmed up by `fit.warm_up`;
 - `bf16`: `keep` plus bfloat16 autocast (`train_step(..., autocast=True)`, `predict(..., autocast=True)`), which
-  `fit` uses on CUDA; on the CPU a probe of the lever on CPUs with native bf16 (AVX-512 BF16 or AMX);
+  `fit` uses on CUDA, and on the CPU with `TrainConfig.cpu_bf16` (native on CPUs with AVX-512 BF16 or AMX);
 - `compile-bf16`: both; `graphs` and `graphs-bf16`: `compile(cudagraphs=True)`, the compiled stages replayed as
   CUDA graphs (what `fit` compiles on CUDA), without and with bf16.
 A process trains `--steps` steps of `train_step` on the benchmark task's windows (batch `--batch`, gradient clipping
@@ -29,31 +29,38 @@ VARIANTS = {  # name: (keep_freed_memory, compile, CUDA graphs, bf16 autocast)
     'graphs': (True, True, True, False), 'graphs-bf16': (True, True, True, True)}
 
 
+def training_setup(a: argparse.Namespace, compiled: bool = False, graphs: bool = False, bf16: bool = False):
+    "The task's windows on `a.device`, the model of `a`'s sizes with its training state, `a.warm + a.steps` batches."
+    import torch
+    from tft_nb.data import load_sample
+    from tft_nb.windows import PRESETS, make_windows
+    from tft_nb.model import TFTConfig, TemporalFusionTransformer
+    from tft_nb.train import TrainConfig, TrainingState
+    from tft_nb.fit import warm_up
+    data = make_windows(load_sample(), PRESETS['ohlcv_gk_logvol_tft_v1']).to(a.device)
+    torch.manual_seed(42)
+    model = TemporalFusionTransformer(TFTConfig(**data.spec.model_sizes(), hidden_size=a.hidden,
+                                                attention_heads=a.heads, lstm_layers=a.lstm, dropout=0.1)).to(a.device)
+    state = TrainingState.begin(model, TrainConfig(batch_size=a.batch, grad_clip=1.0, device=a.device))
+    compile_s = warm_up(model.compile(cudagraphs=graphs), data.train, a.batch, bf16) if compiled else 0.0
+    gen = torch.Generator().manual_seed(0)
+    batches = [b for b, _ in zip(data.train.batches(a.batch, shuffle=True, generator=gen, drop_last=True),
+                                 range(a.warm + a.steps))]
+    return data, model, state, batches, compile_s
+
+
 def one(a: argparse.Namespace) -> dict:
     "One variant's run: training and inference samples/s, compile seconds, peak RSS and GPU memory (MiB)."
     import torch
     torch.set_num_threads(a.threads)
-    from tft_nb.data import load_sample
-    from tft_nb.windows import PRESETS, make_windows
-    from tft_nb.model import TFTConfig, TemporalFusionTransformer
-    from tft_nb.train import TrainConfig, TrainingState, train_step
+    from tft_nb.train import train_step
     from tft_nb.device import keep_freed_memory
-    from tft_nb.fit import warm_up
     from tft_nb.evaluate import predict
     keep, compiled, graphs, bf16 = VARIANTS[a.variant]
     if keep: keep_freed_memory()
     device = torch.device(a.device)
     sync = torch.cuda.synchronize if device.type == 'cuda' else (lambda: None)
-    data = make_windows(load_sample(), PRESETS['ohlcv_gk_logvol_tft_v1']).to(device)
-    torch.manual_seed(42)
-    model = TemporalFusionTransformer(TFTConfig(**data.spec.model_sizes(), hidden_size=a.hidden,
-                                                attention_heads=a.heads, lstm_layers=a.lstm, dropout=0.1)).to(device)
-    cfg = TrainConfig(batch_size=a.batch, grad_clip=1.0, device=a.device)
-    state = TrainingState.begin(model, cfg)
-    compile_s = warm_up(model.compile(cudagraphs=graphs), data.train, a.batch, bf16) if compiled else 0.0
-    gen = torch.Generator().manual_seed(0)
-    batches = [b for b, _ in zip(data.train.batches(a.batch, shuffle=True, generator=gen, drop_last=True),
-                                 range(a.warm + a.steps))]
+    data, model, state, batches, compile_s = training_setup(a, compiled, graphs, bf16)
     for b in batches[:a.warm]: train_step(model, state.opt, [b], 1.0, bf16)
     sync()
     t0 = time.perf_counter()

@@ -3,7 +3,6 @@ not collected by the CPU test run (the name does not start with `test_`). `fit` 
 (`TemporalFusionTransformer.compile(cudagraphs=True)`): the compiled run must train like the eager one, record its
 graphs without falling back, keep every batch's forecasts intact, and bf16 autocast must train."""
 import logging
-from unittest import mock
 import pytest, torch
 from tft_nb.data import load_sample
 from tft_nb.windows import DataConfig, make_windows
@@ -11,7 +10,6 @@ from tft_nb.model import TFTConfig, TemporalFusionTransformer
 from tft_nb.train import TrainConfig
 from tft_nb.fit import fit
 from tft_nb.evaluate import predict
-from tft_nb import gating
 
 if not torch.cuda.is_available(): raise SystemExit('tests/cuda_checks.py needs CUDA')
 
@@ -69,8 +67,7 @@ def test_cuda_graph_forecasts_of_every_batch_are_kept(data):
 
 def test_dropout_under_cuda_graphs_trains(data, tmp_path, caplog):
     torch._dynamo.reset()
-    with mock.patch.object(gating, 'PACKED_MIN', 0):
-        _, h, log = train(data, tmp_path / 'dropout', caplog, True, bf16=True, dropout=0.3)
+    _, h, log = train(data, tmp_path / 'dropout', caplog, True, bf16=True, dropout=0.3)   # compiled: packed masks
     assert 'bf16 autocast' in log
     assert h[['train_loss', 'val_loss']].notna().all().all() and (h.train_loss < 10).all(), h
 

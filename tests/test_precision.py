@@ -28,7 +28,7 @@ def train(data, folder, caplog, cpu_bf16: bool, epochs: int = 2, resume: str | N
     return model, out.history, caplog.text
 
 
-def same_weights(a, b) -> list[str]:
+def differing(a, b) -> list[str]:
     "Names of the parameters that differ between two models."
     return [n for (n, p), q in zip(a.named_parameters(), b.parameters()) if not torch.equal(p, q)]
 
@@ -38,7 +38,7 @@ def test_cpu_bf16_trains_under_autocast_and_repeats(data, tmp_path, caplog):
     m2, h2, _ = train(data, tmp_path / 'b', caplog, True)
     m0, h0, log0 = train(data, tmp_path / 'fp32', caplog, False)
     assert 'bf16 autocast' in log1 and 'parameters on cpu, fp32' in log0
-    assert same_weights(m1, m2) == [] and h1.train_loss.tolist() == h2.train_loss.tolist()
+    assert differing(m1, m2) == [] and h1.train_loss.tolist() == h2.train_loss.tolist()
     assert h1.train_loss.tolist() != h0.train_loss.tolist(), 'autocast changed no arithmetic'
     assert h1.val_loss.to_numpy() == pytest.approx(h0.val_loss.to_numpy(), rel=0.05)
     assert all(p.dtype == torch.float32 for p in m1.parameters())     # weights stay float32 under autocast
@@ -49,5 +49,5 @@ def test_cpu_bf16_resumes_bit_for_bit(data, tmp_path, caplog):
     train(data, tmp_path / 'cut', caplog, True, epochs=1)
     resumed, hr, log = train(data, tmp_path / 'cut', caplog, True, epochs=2, resume='last')
     assert 'bf16 autocast' in log
-    assert same_weights(full, resumed) == []
+    assert differing(full, resumed) == []
     assert hr.val_loss.tolist() == hf.val_loss.tolist()
