@@ -2,7 +2,8 @@
 
 Shape of the benchmark task: 60 past bars, 5 ahead, 6 encoder inputs, 2 decoder inputs, one static input of
 cardinality 2; batch 32 (the trainer's default). Prints the parameter count and the median time of one training
-forward+backward pass on the CPU, and on CUDA when available (float32 and bfloat16 autocast, as the trainer runs).
+forward+backward pass on the CPU (float32; with `--cpu-bf16` also bfloat16 autocast, as `TrainConfig.cpu_bf16` runs),
+and on CUDA when available (float32 and bfloat16 autocast, as the trainer runs).
 
 As a physical reference, the FLOPs of that pass are counted with `torch.utils.flop_counter.FlopCounterMode` (it
 does not see the fused LSTM kernels, whose matmul FLOPs are added analytically: 2 * B * T * 4H * (d_in + H) per
@@ -10,7 +11,7 @@ layer forward, twice that backward) and a plain matmul workload of the same FLOP
 the achieved FLOP/s of both. Like `fit`, it calls `keep_freed_memory()`; `--compile` compiles the model first
 (`TemporalFusionTransformer.compile`; on CUDA with CUDA graphs, as `fit` compiles there). On CUDA it also times
 large (8192^3) matmuls of each precision, the ceiling a small model's matmuls cannot reach, and runs the batch sizes of
-`--cuda-batches`. Run: `python bench/model_bench.py [--batch 32] [--reps 10] [--threads N] [--compile]
+`--cuda-batches`. Run: `python bench/model_bench.py [--batch 32] [--reps 10] [--threads N] [--compile] [--cpu-bf16]
 [--devices cpu,cuda] [--cuda-batches 32,512]`."""
 from __future__ import annotations
 import argparse, statistics, time
@@ -104,6 +105,7 @@ def main():
     ap.add_argument('--reps', type=int, default=10)
     ap.add_argument('--threads', type=int, default=0, help='CPU threads (0: torch default)')
     ap.add_argument('--compile', action='store_true', help='TemporalFusionTransformer.compile() first')
+    ap.add_argument('--cpu-bf16', action='store_true', help='CPU: also bf16 autocast (cpu_bf16)')
     ap.add_argument('--devices', default='cpu,cuda', help='where to run: cpu, cuda (when available), or both')
     ap.add_argument('--cuda-batches', default='32', help='batch sizes to run on CUDA, comma-separated')
     a = ap.parse_args()
@@ -120,6 +122,7 @@ def main():
         cpu = bench(torch.device('cpu'), a.batch, a.reps, autocast=False, compiled=a.compile)
         print(f"parameters: {cpu['params']:,}")
         report('cpu float32', cpu, a.batch)
+        if a.cpu_bf16: report('cpu bf16', bench(torch.device('cpu'), a.batch, a.reps, True, a.compile), a.batch)
     if 'cuda' not in a.devices: return
     if not torch.cuda.is_available(): return print("\nCUDA: not available")
     dev = torch.device('cuda')

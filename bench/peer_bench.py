@@ -24,7 +24,7 @@ them), `tft-bf16-compile` with both), `--pairs` rounds, each run in a fresh proc
 median and min-max of each figure and of each side's ratio to the peer within each round. It needs the peer's venv
 (`--peer-python`, made as `../shared/bench/peer/README.md` says).
 Run: `python bench/peer_bench.py --peer-python PEER_VENV/bin/python [--pairs 3] [--no-accuracy]
-[--sides peer,tft,tft-compile] [--hidden 256 --heads 8 --lstm 2 --batch 32] [--throughput-epochs 10]`."""
+[--sides peer,tft,tft-compile] [--hidden 256 --heads 8 --lstm 2 --batch 32] [--throughput-epochs 10] [--seed 42]`."""
 from __future__ import annotations
 import argparse, json, os, resource, statistics, subprocess, sys, tempfile, time
 from pathlib import Path
@@ -69,10 +69,11 @@ def tft_side(a: argparse.Namespace) -> dict:
     data = make_windows(load_sample(), PRESETS['ohlcv_gk_logvol_tft_v1'])
     mcfg = TFTConfig(**data.spec.model_sizes(), hidden_size=a.hidden, attention_heads=a.heads, lstm_layers=a.lstm,
                      dropout=0.1)
-    tcfg = dict(batch_size=a.batch, learning_rate=1e-3, lr_schedule='constant', grad_clip=1.0, seed=42, device='cpu')
+    tcfg = dict(batch_size=a.batch, learning_rate=1e-3, lr_schedule='constant', grad_clip=1.0, seed=a.seed,
+                device='cpu')
     res = dict(library='tft_nb', config=dict(hidden=a.hidden, heads=a.heads, lstm=a.lstm, batch=a.batch))
     res['calibration_before'] = rp.calibrate(torch)
-    torch.manual_seed(42)
+    torch.manual_seed(a.seed)
     model = TemporalFusionTransformer(mcfg)
     cfg = TrainConfig(epochs=a.throughput_epochs, **tcfg)
     state = TrainingState.begin(model, cfg)
@@ -89,7 +90,7 @@ def tft_side(a: argparse.Namespace) -> dict:
                              model.parameters()), train_samples_per_s=len(data.train) * len(warm) / sum(warm),
                              contention=cont.result, peak_rss_mib_after_train=rss_mib())
     if not a.no_accuracy:
-        torch.manual_seed(42)
+        torch.manual_seed(a.seed)
         model = TemporalFusionTransformer(mcfg)
         with tempfile.TemporaryDirectory() as d, rp.Contention() as cont:
             out = fit(model, data, TrainConfig(epochs=50, early_stopping_patience=5, early_stopping_threshold=0.0,
@@ -122,7 +123,7 @@ def headline(r: dict) -> dict:
 def one_run(side: str, a: argparse.Namespace, out: Path) -> dict:
     "One side's run in a fresh process; its JSON."
     sizes = ['--hidden', a.hidden, '--heads', a.heads, '--lstm', a.lstm, '--batch', a.batch, '--throughput-epochs',
-             a.throughput_epochs]
+             a.throughput_epochs, '--seed', a.seed]
     extra = ['--no-accuracy'] if a.no_accuracy else []
     if side == 'peer': cmd = [a.peer_python, PEER / 'run_peer.py', '--out', out, *sizes, *extra]
     else:
@@ -172,6 +173,7 @@ def main():
     p.add_argument('--batch', type=int, default=64)
     p.add_argument('--threads', type=int, default=2)
     p.add_argument('--throughput-epochs', type=int, default=10)
+    p.add_argument('--seed', type=int, default=42, help="both sides' seed (the harness's default)")
     p.add_argument('--no-accuracy', action='store_true')
     p.add_argument('--compile', action='store_true', help="tft_nb: TemporalFusionTransformer.compile(), as --compile")
     p.add_argument('--bf16', action='store_true', help="tft_nb: bfloat16 autocast on the CPU")

@@ -7,7 +7,10 @@ Variants, each in a fresh process, interleaved over `--rounds` rounds (these mac
 - `bf16`: `keep` plus bfloat16 autocast (`train_step(..., autocast=True)`, `predict(..., autocast=True)`), which
   `fit` uses on CUDA, and on the CPU with `TrainConfig.cpu_bf16` (native on CPUs with AVX-512 BF16 or AMX);
 - `compile-bf16`: both; `graphs` and `graphs-bf16`: `compile(cudagraphs=True)`, the compiled stages replayed as
-  CUDA graphs (what `fit` compiles on CUDA), without and with bf16.
+  CUDA graphs (what `fit` compiles on CUDA), without and with bf16;
+- ablations, each a variant with one lever undone, its baseline: `bf16-lstm32` (`bf16` with the LSTMs kept in
+  float32 under autocast, as before they followed it on the CPU, 06_model), `unfolded` and `bf16-unfolded` (`keep`
+  and `bf16` with the real inputs embedded before their selection networks, not folded in, 04_selection).
 A process trains `--steps` steps of `train_step` on the benchmark task's windows (batch `--batch`, gradient clipping
 1.0, fused Adam, dropout 0.1) after `--warm` untimed ones, then runs inference over the test windows (batch 256, one
 untimed pass, then `--passes`), on `--device` (CUDA timings end with a synchronize). It prints training and
@@ -27,6 +30,27 @@ VARIANTS = {  # name: (keep_freed_memory, compile, CUDA graphs, bf16 autocast)
     'eager': (False, False, False, False), 'keep': (True, False, False, False), 'compile': (True, True, False, False),
     'bf16': (True, False, False, True), 'compile-bf16': (True, True, False, True),
     'graphs': (True, True, True, False), 'graphs-bf16': (True, True, True, True)}
+
+
+def float32_lstms():
+    "Keep the LSTMs in float32 under autocast, as on CUDA."
+    import torch, tft_nb.model
+    def lstm32(lstm, x, state):
+        with torch.autocast(x.device.type, enabled=False): return lstm(x.float(), tuple(s.float() for s in state))
+    tft_nb.model._lstm = lstm32
+
+
+def unfolded_selection():
+    "Embed the real inputs before their selection networks instead of folding the embedding in."
+    from tft_nb.selection import VariableSelectionNetwork
+    forward = VariableSelectionNetwork.forward
+    def unfolded(self, x, c=None, embedding=None): return forward(self, x if embedding is None else embedding(x), c)
+    VariableSelectionNetwork.forward = unfolded
+
+
+ABLATIONS = {  # name: (variant, what it undoes)
+    'bf16-lstm32': ('bf16', float32_lstms), 'unfolded': ('keep', unfolded_selection),
+    'bf16-unfolded': ('bf16', unfolded_selection)}
 
 
 def training_setup(a: argparse.Namespace, compiled: bool = False, graphs: bool = False, bf16: bool = False):
@@ -56,7 +80,9 @@ def one(a: argparse.Namespace) -> dict:
     from tft_nb.train import train_step
     from tft_nb.device import keep_freed_memory
     from tft_nb.evaluate import predict
-    keep, compiled, graphs, bf16 = VARIANTS[a.variant]
+    variant, undo = ABLATIONS.get(a.variant, (a.variant, None))
+    if undo: undo()
+    keep, compiled, graphs, bf16 = VARIANTS[variant]
     if keep: keep_freed_memory()
     device = torch.device(a.device)
     sync = torch.cuda.synchronize if device.type == 'cuda' else (lambda: None)
@@ -102,7 +128,7 @@ def drive(a: argparse.Namespace):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument('--one', choices=tuple(VARIANTS))
+    p.add_argument('--one', choices=(*VARIANTS, *ABLATIONS))
     p.add_argument('--variants', default='eager,keep,compile')
     p.add_argument('--rounds', type=int, default=3)
     p.add_argument('--hidden', type=int, default=32)

@@ -1,7 +1,8 @@
 """Checks that need CUDA, run by `tools/gpu_check.sh` on a GPU machine (`python -m pytest -q tests/cuda_checks.py`);
 not collected by the CPU test run (the name does not start with `test_`). `fit` compiles with CUDA graphs on a GPU
 (`TemporalFusionTransformer.compile(cudagraphs=True)`): the compiled run must train like the eager one, record its
-graphs without falling back, keep every batch's forecasts intact, and bf16 autocast must train."""
+graphs without falling back, keep every batch's forecasts intact, and bf16 autocast must train, with the LSTMs
+in float32 (on the CPU they follow autocast, 06_model)."""
 import logging
 import pytest, torch
 from tft_nb.data import load_sample
@@ -76,3 +77,13 @@ def test_bf16_trains(data, tmp_path, caplog):
     _, h, log = train(data, tmp_path / 'bf16', caplog, False, bf16=True, dropout=0.1)
     assert 'bf16 autocast' in log
     assert h.val_loss.iloc[-1] < h.val_loss.iloc[0] * 1.5 and h.val_loss.notna().all(), h
+
+
+def test_lstms_stay_float32_under_cuda_autocast(data):
+    model = model_for(data, 0.0).cuda()
+    dtypes = []
+    hook = model.lstm_encoder.register_forward_hook(lambda mod, args, out: dtypes.append(out[0].dtype))
+    batch = data.val.to('cuda').batch(torch.arange(8, device='cuda'))
+    with torch.no_grad(), torch.autocast('cuda', dtype=torch.bfloat16): model(batch)
+    hook.remove()
+    assert dtypes == [torch.float32], dtypes

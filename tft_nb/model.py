@@ -83,7 +83,8 @@ class TFTOutput:
 
 # %% ../nbs/06_model.ipynb #c95abca9
 def _lstm(lstm:nn.LSTM, x:Tensor, state:tuple[Tensor, Tensor]) -> tuple[Tensor, tuple[Tensor, Tensor]]:
-    "Run `lstm` on `x` (B, T, H) from `state` 2 x (L, B, H) in float32, also under autocast."
+    "Run `lstm` on `x` (B, T, H) from `state` 2 x (L, B, H): in autocast's dtype on the CPU, else in float32."
+    if x.device.type == 'cpu' and torch.is_autocast_enabled('cpu'): return lstm(x, state)
     with torch.autocast(x.device.type, enabled=False):
         return lstm(x.float(), tuple(s.float() for s in state))
 
@@ -128,10 +129,8 @@ class TemporalFusionTransformer(nn.Module):
     def select_inputs(self, batch:Batch) -> tuple[StaticContexts, Tensor, Tensor, Tensor, Tensor]:
         "The stage before the LSTMs: static contexts, and the past and future inputs selected (Eqs. 6-8)."
         ctx = self.static(batch.static)                                             # 4 x (B, H), (B, S)
-        emb_e = self.encoder_embedding(batch.encoder)                               # (B, Te, Ve, H)
-        emb_d = self.decoder_embedding(batch.decoder)                               # (B, Td, Vd, H)
-        x_e, w_e = self.encoder_selection(emb_e, ctx.selection)                     # (B, Te, H), (B, Te, Ve)
-        x_d, w_d = self.decoder_selection(emb_d, ctx.selection)                     # (B, Td, H), (B, Td, Vd)
+        x_e, w_e = self.encoder_selection(batch.encoder, ctx.selection, self.encoder_embedding)  # (B,Te,H), (B,Te,Ve)
+        x_d, w_d = self.decoder_selection(batch.decoder, ctx.selection, self.decoder_embedding)  # (B,Td,H), (B,Td,Vd)
         return ctx, x_e, w_e, x_d, w_d
 
     def decode(self, h_e:Tensor, h_d:Tensor, x_e:Tensor, x_d:Tensor, c_e:Tensor) -> tuple[Tensor, Tensor]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import NamedTuple, Sequence
 import torch
 from torch import nn, Tensor
+from fastcore.basics import patch
 from .gating import GatedResidualNetwork
 
 # %% auto #0
@@ -54,13 +55,33 @@ class VariableSelectionNetwork(nn.Module):
         if variables > 1: self.flat = GatedResidualNetwork(variables * hidden, hidden, variables, dropout, d_context)
         self.grns = GatedResidualNetwork(hidden, hidden, hidden, dropout, variables=variables)
     def forward(self,
-        x:Tensor,          # (B, [T,] V, H) embedded inputs
-        c:Tensor|None=None, # (B, d_context) static selection context
+        x:Tensor,                          # (B, [T,] V, H) embedded inputs; (B, [T,] V) real ones with `embedding`
+        c:Tensor|None=None,                # (B, d_context) static selection context
+        embedding:RealEmbedding|None=None, # the real inputs' embedding, folded into the GRNs' first layers
     ) -> tuple[Tensor, Tensor]:
-        if self.variables > 1: w = torch.softmax(self.flat(x.flatten(-2), c), dim=-1)  # (B, [T,] V)
-        else: w = x.new_ones(x.shape[:-1])                                  # one variable: its weight is 1
-        out = (w.unsqueeze(-1) * self.grns(x)).sum(-2)                      # (B, [T,] H)
+        w2_flat, w2_grns = self.folded_first_layers(x, embedding) if embedding is not None else (None, None)
+        xi = x if embedding is None else embedding(x)                       # (B, [T,] V, H)
+        if self.variables > 1: w = torch.softmax(self.flat(xi.flatten(-2), c, w2_flat), dim=-1)  # (B, [T,] V)
+        else: w = xi.new_ones(xi.shape[:-1])                                # one variable: its weight is 1
+        out = (w.unsqueeze(-1) * self.grns(xi, w2a=w2_grns)).sum(-2)        # (B, [T,] H)
         return out, w
+
+# %% ../nbs/04_selection.ipynb #0ffaa3b9
+@patch
+def folded_first_layers(self:VariableSelectionNetwork,
+    x:Tensor,          # (B, [T,] V) real inputs
+    e:RealEmbedding,   # their embedding
+) -> tuple[Tensor|None, Tensor]:
+    "W2 of the weight GRN (B, [T,] H) and of the per-variable GRNs (B, [T,] V, H) applied to e(x), with e folded in."
+    g = self.grns.W2                                                            # VariableLinear: (V, H, H), (V, H)
+    scale = torch.einsum('vh,vho->vo', e.weight, g.weight)                     # (V, H) W2 w per variable
+    shift = torch.einsum('vh,vho->vo', e.bias, g.weight) + g.bias              # (V, H) W2 b + b2
+    per_variable = x.unsqueeze(-1) * scale + shift                             # (B, [T,] V, H)
+    if self.variables == 1: return None, per_variable
+    f = self.flat.W2                                                            # nn.Linear(V H, H): weight (H, V H)
+    V, H = e.weight.shape
+    fw = torch.einsum('vh,ovh->vo', e.weight, f.weight.view(-1, V, H))         # (V, H)
+    return x @ fw + (f.weight @ e.bias.flatten() + f.bias), per_variable
 
 # %% ../nbs/04_selection.ipynb #ded03c2a
 class StaticContexts(NamedTuple):
