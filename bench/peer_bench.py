@@ -12,7 +12,8 @@ TASK.md section 9 asks, the way `run_peer.py` does:
 - an accuracy run (unless `--no-accuracy`): `fit` with early stopping on the validation loss (patience 5, threshold
   0, constant learning rate, gradient clipping 1.0), the best epoch's weights, the test set scored by `score`;
 - inference: the test windows, batch 256, under `torch.inference_mode()`, one warm-up pass then the mean of 5;
-- peak RSS (`ru_maxrss`) of the process, imports included.
+- peak RSS (`ru_maxrss`) of the process, imports included: `rss` at the end of the run, `rss_train` after the
+  throughput run (the peer's throughput-only run ends there; tft_nb's goes on to time inference).
 
 Like `fit`, the tft_nb side calls `keep_freed_memory()`; `--compile` compiles the model as `--compile` does (the
 compile time is in the JSON, not in the throughput).
@@ -111,10 +112,10 @@ def tft_side(a: argparse.Namespace) -> dict:
     return res
 
 def headline(r: dict) -> dict:
-    "The figures compared: training and inference samples/s, peak RSS, test q-risk, contention."
+    "The figures compared: training and inference samples/s, peak RSS (end, after training), test q-risk, contention."
     t = r['throughput']
     out = dict(train=t['train_samples_per_s'], other_cpu=t['contention']['other_cpu_share'],
-               rss=r['peak_rss_mib'])
+               rss=r['peak_rss_mib'], rss_train=t['peak_rss_mib_after_train'])
     if 'inference' in r: out['infer'] = r['inference']['forward_samples_per_s']
     if 'tft' in r: out.update(q50=r['tft']['test']['q_risk_p50'], q90=r['tft']['test']['q_risk_p90'])
     if 'compile_seconds' in r: out['compile_s'] = r['compile_seconds']

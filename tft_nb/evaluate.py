@@ -11,13 +11,13 @@ import numpy as np, pandas as pd, torch
 from torch import Tensor
 from .checks import SettingError, check_choice, listed
 from .windows import Windows, WindowData
-from .model import TFTOutput
+from .model import TFTConfig, TFTOutput
 from .loss import quantile_loss, q_risk, coverage
 
 # %% auto #0
-__all__ = ['BASELINES', 'check_series', 'concat_outputs', 'bf16_autocast', 'infer', 'predict', 'evaluate_loss', 'original_units',
-           'untrained_symbols', 'garch11', 'baseline_forecast', 'baseline_forecasts', 'forecast_metrics',
-           'test_metrics']
+__all__ = ['INFER_ELEMENTS', 'BASELINES', 'check_series', 'concat_outputs', 'bf16_autocast', 'infer_batch', 'infer', 'predict',
+           'evaluate_loss', 'original_units', 'untrained_symbols', 'garch11', 'baseline_forecast', 'baseline_forecasts',
+           'forecast_metrics', 'test_metrics']
 
 # %% ../nbs/08_evaluate.ipynb #02d0b9bd
 def check_series(model, windows: Windows, what: str = 'windows'):
@@ -44,6 +44,13 @@ def _float_cpu(x: Tensor | TFTOutput) -> Tensor | TFTOutput:
     if torch.is_tensor(x): return x.float().cpu()
     return TFTOutput(*(t.float().cpu() for t in vars(x).values()))
 
+INFER_ELEMENTS = 2**22   # the most elements of one (B, Te, Ve, H) activation in an inference pass
+
+def infer_batch(config: TFTConfig, batch_size: int) -> int:
+    "Windows per inference pass: `batch_size`, or fewer so that a (B, Te, Ve, H) tensor holds `INFER_ELEMENTS`."
+    per_window = config.encoder_length * config.encoder_vars * config.hidden_size
+    return max(1, min(batch_size, INFER_ELEMENTS // per_window))
+
 @torch.inference_mode()
 def infer(model, windows: Windows, batch_size: int = 256, autocast: bool = False,
           keep: Callable = lambda out: out) -> Tensor | TFTOutput:
@@ -54,7 +61,7 @@ def infer(model, windows: Windows, batch_size: int = 256, autocast: bool = False
     windows = windows.to(next(model.parameters()).device)         # the model's device: a CUDA run's model stays there
     try:
         model.eval()
-        for b in windows.batches(batch_size):
+        for b in windows.batches(infer_batch(model.config, batch_size)):
             with bf16_autocast(b.target.device, autocast):
                 outs.append(keep(model(b)))
     finally: model.train(was_training)
