@@ -6,15 +6,19 @@ Variants, each in a fresh process, interleaved over `--rounds` rounds (these mac
 - `compile`: `keep` plus `TemporalFusionTransformer.compile()` (06_model), warmed up by `fit.warm_up`;
 - `bf16`: `keep` plus bfloat16 autocast (`train_step(..., autocast=True)`, `predict(..., autocast=True)`), which
   `fit` uses on CUDA, and on the CPU with `TrainConfig.cpu_bf16` (native on CPUs with AVX-512 BF16 or AMX);
-- `compile-bf16`: both; `graphs` and `graphs-bf16`: `compile(cudagraphs=True)`, the compiled stages replayed as
-  CUDA graphs (what `fit` compiles on CUDA), without and with bf16;
+- `compile-bf16`: both; `compile-free` and `compile-bf16-free`: the same without `keep_freed_memory`;
+- `graphs` and `graphs-bf16`: `compile(cudagraphs=True)`, the compiled stages replayed as CUDA graphs (what `fit`
+  compiles on CUDA), without and with bf16;
 - ablations, each a variant with one lever undone, its baseline: `bf16-lstm32` (`bf16` with the LSTMs kept in
   float32 under autocast, as before they followed it on the CPU, 06_model), `unfolded` and `bf16-unfolded` (`keep`
-  and `bf16` with the real inputs embedded before their selection networks, not folded in, 04_selection).
+  and `bf16` with the real inputs embedded before their selection networks, not folded in, 04_selection),
+  `uncapped` and `bf16-uncapped` (`keep` and `bf16` with inference passes of all 256 windows of a batch, the cap
+  `INFER_ELEMENTS` of 08_evaluate lifted).
 A process trains `--steps` steps of `train_step` on the benchmark task's windows (batch `--batch`, gradient clipping
 1.0, fused Adam, dropout 0.1) after `--warm` untimed ones, then runs inference over the test windows (batch 256, one
 untimed pass, then `--passes`), on `--device` (CUDA timings end with a synchronize). It prints training and
-inference samples/s, the compile time, and peak memory (RSS; on CUDA also the peak allocated on the GPU). The driver
+inference samples/s, the compile time, and peak memory (RSS at the end and after training, `rss_train`; on CUDA
+also the peak allocated on the GPU). The driver
 prints each run, then per variant the median and min-max, and the ratio to `eager` within each round.
 Run: `python bench/speed_bench.py [--hidden 32 --heads 4 --lstm 1 --batch 64] [--rounds 3]
 [--variants eager,keep,compile,bf16] [--device cuda]`"""
@@ -29,15 +33,14 @@ ROOT = Path(__file__).resolve().parents[1]
 VARIANTS = {  # name: (keep_freed_memory, compile, CUDA graphs, bf16 autocast)
     'eager': (False, False, False, False), 'keep': (True, False, False, False), 'compile': (True, True, False, False),
     'bf16': (True, False, False, True), 'compile-bf16': (True, True, False, True),
-    'graphs': (True, True, True, False), 'graphs-bf16': (True, True, True, True)}
+    'graphs': (True, True, True, False), 'graphs-bf16': (True, True, True, True),
+    'compile-free': (False, True, False, False), 'compile-bf16-free': (False, True, False, True)}
 
 
 def float32_lstms():
     "Keep the LSTMs in float32 under autocast, as on CUDA."
-    import torch, tft_nb.model
-    def lstm32(lstm, x, state):
-        with torch.autocast(x.device.type, enabled=False): return lstm(x.float(), tuple(s.float() for s in state))
-    tft_nb.model._lstm = lstm32
+    import tft_nb.model
+    tft_nb.model._lstm = tft_nb.model._lstm_float32
 
 
 def unfolded_selection():
@@ -48,9 +51,16 @@ def unfolded_selection():
     VariableSelectionNetwork.forward = unfolded
 
 
+def uncapped_inference():
+    "Run each inference batch in one pass, whatever the model's size."
+    import tft_nb.evaluate
+    tft_nb.evaluate.INFER_ELEMENTS = 2 ** 62
+
+
 ABLATIONS = {  # name: (variant, what it undoes)
     'bf16-lstm32': ('bf16', float32_lstms), 'unfolded': ('keep', unfolded_selection),
-    'bf16-unfolded': ('bf16', unfolded_selection)}
+    'bf16-unfolded': ('bf16', unfolded_selection), 'uncapped': ('keep', uncapped_inference),
+    'bf16-uncapped': ('bf16', uncapped_inference)}
 
 
 def training_setup(a: argparse.Namespace, compiled: bool = False, graphs: bool = False, bf16: bool = False):
@@ -74,7 +84,7 @@ def training_setup(a: argparse.Namespace, compiled: bool = False, graphs: bool =
 
 
 def one(a: argparse.Namespace) -> dict:
-    "One variant's run: training and inference samples/s, compile seconds, peak RSS and GPU memory (MiB)."
+    "One variant's run: training and inference samples/s, compile seconds, peak RSS (end, after training), GPU MiB."
     import torch
     torch.set_num_threads(a.threads)
     from tft_nb.train import train_step
@@ -93,13 +103,14 @@ def one(a: argparse.Namespace) -> dict:
     for b in batches[a.warm:]: train_step(model, state.opt, [b], 1.0, bf16)
     sync()
     train = a.steps * a.batch / (time.perf_counter() - t0)
+    rss_train = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     predict(model, data.test, batch_size=256, autocast=bf16)
     t0 = time.perf_counter()
     for _ in range(a.passes): predict(model, data.test, batch_size=256, autocast=bf16)
     infer = a.passes * len(data.test) / (time.perf_counter() - t0)
     gpu = torch.cuda.max_memory_allocated() / 2 ** 20 if device.type == 'cuda' else 0.0
     return dict(train=train, infer=infer, compile_s=compile_s,
-                rss=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, gpu=gpu)
+                rss=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, rss_train=rss_train, gpu=gpu)
 
 
 def drive(a: argparse.Namespace):
@@ -120,7 +131,7 @@ def drive(a: argparse.Namespace):
             print(f"round {i + 1} {v:12s} " + ', '.join(f"{k} {x:.4g}" for k, x in row[v].items()), flush=True)
         rows.append(row)
     for v in variants:
-        for k in ('train', 'infer', 'rss') + (('gpu',) if a.device == 'cuda' else ()):
+        for k in ('train', 'infer', 'rss', 'rss_train') + (('gpu',) if a.device == 'cuda' else ()):
             xs = [r[v][k] for r in rows]
             ratio = f"; / eager {spread([r[v][k] / r['eager'][k] for r in rows])}" if 'eager' in variants else ''
             print(f"{v:12s} {k:6s} {spread(xs)}{ratio}")

@@ -82,11 +82,15 @@ class TFTOutput:
     attention: Tensor       # (B, Td, T) attention of each future step over all T positions, averaged over heads
 
 # %% ../nbs/06_model.ipynb #c95abca9
+def _lstm_float32(lstm:nn.LSTM, x:Tensor, state:tuple[Tensor, Tensor]) -> tuple[Tensor, tuple[Tensor, Tensor]]:
+    "Run `lstm` on `x` (B, T, H) from `state` 2 x (L, B, H) in float32, autocast or not."
+    with torch.autocast(x.device.type, enabled=False):
+        return lstm(x.float(), tuple(s.float() for s in state))
+
 def _lstm(lstm:nn.LSTM, x:Tensor, state:tuple[Tensor, Tensor]) -> tuple[Tensor, tuple[Tensor, Tensor]]:
     "Run `lstm` on `x` (B, T, H) from `state` 2 x (L, B, H): in autocast's dtype on the CPU, else in float32."
     if x.device.type == 'cpu' and torch.is_autocast_enabled('cpu'): return lstm(x, state)
-    with torch.autocast(x.device.type, enabled=False):
-        return lstm(x.float(), tuple(s.float() for s in state))
+    return _lstm_float32(lstm, x, state)
 
 # %% ../nbs/06_model.ipynb #c5eed588
 def _check_batch(batch:Batch, c:TFTConfig):
