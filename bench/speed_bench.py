@@ -18,8 +18,8 @@ A process trains `--steps` steps of `train_step` on the benchmark task's windows
 1.0, fused Adam, dropout 0.1) after `--warm` untimed ones, then runs inference over the test windows (batch 256, one
 untimed pass, then `--passes`), on `--device` (CUDA timings end with a synchronize). It prints training and
 inference samples/s, the compile time, and peak memory (RSS at the end and after training, `rss_train`; on CUDA
-also the peak allocated on the GPU). The driver
-prints each run, then per variant the median and min-max, and the ratio to `eager` within each round.
+also the peak allocated on the GPU). The driver prints each run, then per variant the median and min-max, and the
+ratio to `eager` within each round.
 Run: `python bench/speed_bench.py [--hidden 32 --heads 4 --lstm 1 --batch 64] [--rounds 3]
 [--variants eager,keep,compile,bf16] [--device cuda]`"""
 from __future__ import annotations
@@ -134,7 +134,7 @@ def drive(a: argparse.Namespace):
         for k in ('train', 'infer', 'rss', 'rss_train') + (('gpu',) if a.device == 'cuda' else ()):
             xs = [r[v][k] for r in rows]
             ratio = f"; / eager {spread([r[v][k] / r['eager'][k] for r in rows])}" if 'eager' in variants else ''
-            print(f"{v:12s} {k:6s} {spread(xs)}{ratio}")
+            print(f"{v:12s} {k:9s} {spread(xs)}{ratio}")
 
 
 def main():
