@@ -11,7 +11,8 @@ TASK.md section 9 asks, the way `run_peer.py` does:
   training samples/s over epochs 2..N;
 - an accuracy run (unless `--no-accuracy`): `fit` with early stopping on the validation loss (patience 5, threshold
   0, constant learning rate, gradient clipping 1.0), the best epoch's weights, the test set scored by `score`;
-- inference: the test windows, batch 256, under `torch.inference_mode()`, one warm-up pass then the mean of 5;
+- inference: the test windows, batch 256 (which `infer` runs in passes of 45 windows at hidden 256, 08_evaluate),
+  under `torch.inference_mode()`, one warm-up pass then the mean of 5;
 - peak RSS (`ru_maxrss`) of the process, imports included: `rss` at the end of the run, `rss_train` after the
   throughput run (the peer's throughput-only run ends there; tft_nb's goes on to time inference).
 

@@ -6,7 +6,7 @@ Variants, each in a fresh process, interleaved over `--rounds` rounds (these mac
 - `compile`: `keep` plus `TemporalFusionTransformer.compile()` (06_model), warmed up by `fit.warm_up`;
 - `bf16`: `keep` plus bfloat16 autocast (`train_step(..., autocast=True)`, `predict(..., autocast=True)`), which
   `fit` uses on CUDA, and on the CPU with `TrainConfig.cpu_bf16` (native on CPUs with AVX-512 BF16 or AMX);
-- `compile-bf16`: both; `compile-free` and `compile-bf16-free`: the same without `keep_freed_memory`;
+- `compile-bf16`: both; `compile-free`: `compile` without `keep_freed_memory`;
 - `graphs` and `graphs-bf16`: `compile(cudagraphs=True)`, the compiled stages replayed as CUDA graphs (what `fit`
   compiles on CUDA), without and with bf16;
 - ablations, each a variant with one lever undone, its baseline: `bf16-lstm32` (`bf16` with the LSTMs kept in
@@ -16,10 +16,10 @@ Variants, each in a fresh process, interleaved over `--rounds` rounds (these mac
   `INFER_ELEMENTS` of 08_evaluate lifted).
 A process trains `--steps` steps of `train_step` on the benchmark task's windows (batch `--batch`, gradient clipping
 1.0, fused Adam, dropout 0.1) after `--warm` untimed ones, then runs inference over the test windows (batch 256, one
-untimed pass, then `--passes`), on `--device` (CUDA timings end with a synchronize). It prints training and
-inference samples/s, the compile time, and peak memory (RSS at the end and after training, `rss_train`; on CUDA
-also the peak allocated on the GPU). The driver prints each run, then per variant the median and min-max, and the
-ratio to `eager` within each round.
+untimed pass, then `--passes`; passes of fewer windows where `infer` caps them), on `--device` (CUDA timings end
+with a synchronize). It prints training and inference samples/s, the compile time, and peak memory (RSS at the end
+and after training, `rss_train`; on CUDA also the peak allocated on the GPU). The driver prints each run, then per
+variant the median and min-max, and the ratio to `eager` within each round.
 Run: `python bench/speed_bench.py [--hidden 32 --heads 4 --lstm 1 --batch 64] [--rounds 3]
 [--variants eager,keep,compile,bf16] [--device cuda]`"""
 from __future__ import annotations
@@ -34,7 +34,7 @@ VARIANTS = {  # name: (keep_freed_memory, compile, CUDA graphs, bf16 autocast)
     'eager': (False, False, False, False), 'keep': (True, False, False, False), 'compile': (True, True, False, False),
     'bf16': (True, False, False, True), 'compile-bf16': (True, True, False, True),
     'graphs': (True, True, True, False), 'graphs-bf16': (True, True, True, True),
-    'compile-free': (False, True, False, False), 'compile-bf16-free': (False, True, False, True)}
+    'compile-free': (False, True, False, False)}
 
 
 def float32_lstms():
