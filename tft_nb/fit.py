@@ -145,21 +145,30 @@ def _this_run(folder: RunFolder, stem: str) -> bool:
     try: return json.loads((folder.path / f'{stem}.json').read_text()).get('run_id') == folder.meta['run_id']
     except (OSError, ValueError, AttributeError): return False
 
+def _same(a: dict, b: dict) -> bool:
+    "Whether the state dicts `a` and `b` hold the same tensors, bit for bit."
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+def _predicted_with(model, weights: dict, windows: Windows, own_pred: torch.Tensor) -> torch.Tensor:
+    "Forecasts of `windows` by `model` holding `weights` (`own_pred` where those are its own); its weights kept."
+    own = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    if _same(weights, own): return own_pred
+    model.load_state_dict(weights)
+    try: return predict(model, windows)
+    finally: model.load_state_dict(own)
+
 def calibrate_run(state: TrainingState, folder: RunFolder, val: Windows, log: logging.Logger,
                   recent: int = 250) -> dict:
     "Calibrate the last weights and the best on `val`, each stored in its checkpoint's sidecar; {stem: Calibration}."
     model, q, y, cals = state.model, state.model.config.quantiles, val.targets().cpu(), {}
     band = lambda p: f"{coverage(p, y).item():.1%}"
-    weights = {'tft_last': None, 'tft_best': folder.best} if folder.best is not None else {'tft_last': None}
-    last = {k: v.detach().clone() for k, v in model.state_dict().items()} if folder.best is not None else None
-    for stem, w in weights.items():
-        if w is not None: model.load_state_dict(w)
-        pred = predict(model, val)
+    preds = {'tft_last': predict(model, val)}
+    if folder.best is not None: preds['tft_best'] = _predicted_with(model, folder.best, val, preds['tft_last'])
+    for stem, pred in preds.items():
         cals[stem] = Calibration.fit(pred, y, q, recent=recent)
         if _this_run(folder, stem): add_to_sidecar(folder.path / stem, calibration=cals[stem].to_dict())
         log.info(f"Calibrated {stem} on the {len(val)} validation windows (split conformal): its P{q[0] * 100:g}-"
                  f"P{q[-1] * 100:g} band held {band(pred)} of them, calibrated {band(cals[stem].apply(pred))}")
-    if last is not None: model.load_state_dict(last)
     return cals
 
 def finish(state: TrainingState, folder: RunFolder, cfg: TrainConfig, log: logging.Logger,
