@@ -62,7 +62,8 @@ def test_other_quantiles(tmp_path):
 
 def test_own_inputs_train_then_predict(tmp_path):
     """A CSV with a past-observed, a known-future and a static column: trained on with --observed/--known/--static,
-    named in the variable importance; tft_predict reads the columns, needs --future for the calendar's next values."""
+    named in the variable importance; tft_predict reads the columns, needs --future for the calendar's next values,
+    and refuses the built-in data (no --data) to a model trained on this file."""
     bars = load_sample()
     bars = bars[bars.ts_event >= '2014-01-01'].assign(
         vix=lambda d: np.log(d.high / d.low), opex=lambda d: (d.ts_event.dt.day_of_week == 4).astype(float),
@@ -74,6 +75,11 @@ def test_own_inputs_train_then_predict(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     assert re.search(r'static: symbol [\d.]+, exchange [\d.]+', r.stderr), r.stderr[-1500:]
     assert re.search(r'encoder: .*vix [\d.]+.*opex [\d.]+', r.stderr), r.stderr[-1500:]
+    r = run('tft_predict', '--checkpoint', str(ck / 'tft_best'), '--output', str(out))   # not the built-in data
+    assert r.returncode == 2 and not out.exists(), r.stderr[-1500:]
+    assert r.stderr.strip().splitlines() == [
+        f"tft_predict: error: {ck / 'tft_best'} was trained on {data}, not on the built-in data: give --data, those "
+        "bars or newer bars of the same symbols"]
     r = run('tft_predict', '--checkpoint', str(ck / 'tft_best'), '--data', str(data), '--output', str(out))
     assert r.returncode == 2 and not out.exists(), r.stderr[-1500:]
     assert r.stderr.strip().splitlines() == [

@@ -89,9 +89,10 @@ def read_flags(parser: argparse.ArgumentParser, argv=None, aliases: dict = {}) -
     return settings
 
 # %% ../nbs/17_cli.ipynb #399ea582
-def flag_speller(parser: argparse.ArgumentParser):
-    "How errors name a setting on this command: its flag and, if given, the value as typed."
+def flag_speller(parser: argparse.ArgumentParser, renamed: dict = {}):
+    "How errors name a setting on this command: its flag (`renamed`: library name -> flag's name), the value as typed."
     flags = {a.dest: a.option_strings[0] for a in parser._actions if a.option_strings}
+    flags.update({k: flags[v] for k, v in renamed.items()})
     def spell(name: str, *value) -> str:
         if name not in flags: return name if not value else f"{name} {value[0]!r}"
         if not value: return flags[name]
@@ -153,7 +154,7 @@ def tft_predict(checkpoint: str = 'checkpoints/tft_best', # checkpoint stem or f
         if why := output_clash(output, data, checkpoint):
             raise SettingError(lambda s: f"{s('output')} {output} {why}; write the forecasts elsewhere")
         columns = checkpoint_data(read_sidecar(checkpoint), checkpoint)[0].columns if data is not None else {}
-        bars, source = load_bars(data, columns)
+        bars, source = load_bars(data, columns) if data is not None else (None, None)   # None: `forecast`'s default
         ahead = read_table(future) if future is not None else None
         out = forecast(checkpoint, bars, split, batch_size, device, source, log, calibrate, ahead)
         Path(output).parent.mkdir(parents=True, exist_ok=True)
@@ -167,9 +168,9 @@ def tft_predict(checkpoint: str = 'checkpoints/tft_best', # checkpoint stem or f
 # %% ../nbs/17_cli.ipynb #71adf679
 def _terminated(sig, frame): raise RunInterrupted('nothing was written', sig)   # SIGTERM, as Ctrl-C is
 
-def run_command(func, parser: argparse.ArgumentParser, argv=None, aliases: dict = {}):
+def run_command(func, parser: argparse.ArgumentParser, argv=None, aliases: dict = {}, renamed: dict = {}):
     "Run `func` with the flags of `argv`: one line for an error (status 2), a failed run (1), an interrupt (130, 143)."
-    prog, spell, loud = parser.prog, flag_speller(parser), env_rank() == 0     # torchrun: rank 0 speaks
+    prog, spell, loud = parser.prog, flag_speller(parser, renamed), env_rank() == 0     # torchrun: rank 0 speaks
     logging.basicConfig(level=logging.INFO if loud else logging.ERROR, format='%(message)s', stream=sys.stderr)
     term = signal.getsignal(signal.SIGTERM)
     if term is not signal.SIG_IGN: signal.signal(signal.SIGTERM, _terminated)
@@ -197,4 +198,4 @@ def main_train(argv=None):
 
 def main_predict(argv=None):
     "Console entry point of `tft_predict`."
-    run_command(tft_predict, command_parser('tft_predict', tft_predict), argv)
+    run_command(tft_predict, command_parser('tft_predict', tft_predict), argv, renamed=dict(bars='data'))

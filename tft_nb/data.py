@@ -14,9 +14,9 @@ import zstandard
 from .checks import UsageError, listed
 
 # %% auto #0
-__all__ = ['COLUMNS', 'PRICES', 'OHLCV_RTYPES', 'ALIASES', 'DATA_NAMES', 'DataError', 'tidy_bars', 'read_dbn', 'write_dbn',
-           'normalize_columns', 'check_bars', 'suspect_moves', 'suspect_moves_warning', 'read_ohlcv', 'load_sample',
-           'bar_spacing']
+__all__ = ['COLUMNS', 'PRICES', 'OHLCV_RTYPES', 'ALIASES', 'DATA_NAMES', 'SAMPLE_SOURCE', 'DataError', 'tidy_bars', 'read_dbn',
+           'write_dbn', 'normalize_columns', 'check_bars', 'suspect_moves', 'suspect_moves_warning', 'read_ohlcv',
+           'load_sample', 'bar_spacing']
 
 # %% ../nbs/01_data.ipynb #b56ffb60
 COLUMNS = ['ts_event', 'symbol', 'open', 'high', 'low', 'close', 'volume']
@@ -400,12 +400,14 @@ def _arch_file(name: str) -> Path:
     if not f.exists(): raise DataError(f"{f}: sample data file missing from the installed `arch` package")
     return f
 
+SAMPLE_SOURCE = 'built-in sample data (arch: sp500, nasdaq)'   # how runs and messages name `load_sample`'s bars
+
 def load_sample() -> pd.DataFrame:
     "Daily OHLCV bars of the S&P 500 and NASDAQ Composite, 1999-2018, from the `arch` package (offline)."
     frames = [pd.read_csv(_arch_file(name), parse_dates=['Date']).assign(symbol=name) for name in ('sp500', 'nasdaq')]
     bars = pd.concat(frames, ignore_index=True).rename(columns={'Date': 'ts_event'})
     df = normalize_columns(bars, 'arch sample data')
-    df.attrs.update(source='arch.data (sp500, nasdaq)', schema='ohlcv-1d')
+    df.attrs.update(source=SAMPLE_SOURCE, schema='ohlcv-1d')
     return check_bars(tidy_bars(df), 'arch sample data')
 
 # %% ../nbs/01_data.ipynb #9b1f1a31

@@ -255,7 +255,7 @@ def fit(model: TemporalFusionTransformer, data: WindowData, cfg: TrainConfig = T
     with distributed(device) as world, visible_log(rank_log(world, log)) as log:
         device = rank_device(world, device)                          # under torchrun: this rank's GPU
         agree(world, _check_fit, model, data, cfg.batch_size, device)   # one rank's error stops all
-        with RunFolder.shared(cfg, model, run_data(data, data_config), resume, log, world) as folder:   # locked
+        with RunFolder.shared(cfg, model, run_data(data, data_config, source), resume, log, world) as folder:   # locked
             model.to(device)
             if device.type == 'cpu': keep_freed_memory()                 # reuse freed memory: no page faults per step
             data, autocast = data.to(device), cfg.bf16 if device.type == 'cuda' else cfg.cpu_bf16

@@ -8,7 +8,7 @@ import logging
 from dataclasses import replace
 import numpy as np, pandas as pd, torch
 from .checks import SettingError, check_choice, listed
-from .data import DataError, load_sample, bar_spacing
+from .data import SAMPLE_SOURCE, DataError, load_sample, bar_spacing
 from .windows import DataConfig, Scaler, Windows, WindowData, empty_split_reason, make_windows
 from .model import TFTConfig, TemporalFusionTransformer
 from .checkpoint import load_checkpoint, CheckpointError, weight_mismatch
@@ -18,8 +18,8 @@ from .calibrate import Calibration, check_calibration, recalibrated
 from .trading_calendar import future_times
 
 # %% auto #0
-__all__ = ['checkpoint_data', 'load_model', 'spacing_mismatch', 'future_windows', 'split_windows', 'forecast_frame',
-           'checkpoint_calibration', 'forecast']
+__all__ = ['checkpoint_data', 'sample_bars', 'load_model', 'spacing_mismatch', 'future_windows', 'split_windows',
+           'forecast_frame', 'checkpoint_calibration', 'forecast']
 
 # %% ../nbs/16_forecast.ipynb #b9434c83
 def _spec_config(spec: dict) -> DataConfig:
@@ -54,6 +54,15 @@ def checkpoint_data(side: dict, path='<checkpoint>') -> tuple[DataConfig, Scaler
 def _categories(side: dict) -> dict | None:
     "The categories of the static columns that a checkpoint's sidecar records (None: it has none)."
     return side['data']['spec'].get('categories') or None
+
+# %% ../nbs/16_forecast.ipynb #ba7552b8
+def sample_bars(side: dict, path='<checkpoint>', name: str = 'bars') -> pd.DataFrame:
+    "The built-in bars, for a checkpoint trained on them or on bars it does not name; else an error naming `name`."
+    trained = side['data'].get('source')
+    if trained not in (None, SAMPLE_SOURCE):
+        raise SettingError(lambda s: f"{path} was trained on {trained}, not on the built-in data: give {s(name)}, "
+                                     "those bars or newer bars of the same symbols")
+    return load_sample()
 
 # %% ../nbs/16_forecast.ipynb #f8c075c5
 def load_model(path) -> tuple[TemporalFusionTransformer, dict]:
@@ -195,9 +204,9 @@ def forecast(checkpoint, bars: pd.DataFrame | None = None, split: str = 'future'
     model, side = load_model(checkpoint)
     cal = checkpoint_calibration(side, model, checkpoint) if calibrate else None
     model.to(dev)                                        # the windows follow the model (`predict`)
-    bars = load_sample() if bars is None else bars
-    source, log = source or bars.attrs.get('source') or '<bars>', log or logging.getLogger('tft_nb')
     cfg, _, trained = checkpoint_data(side, checkpoint)
+    bars = sample_bars(side, checkpoint) if bars is None else bars
+    source, log = source or bars.attrs.get('source') or '<bars>', log or logging.getLogger('tft_nb')
     if why := spacing_mismatch(side['data'].get('bar_seconds'), bar_spacing(bars)): raise DataError(f"{source}: {why}")
     bars = _trained_only(bars, trained, source, log)
     if split == 'future': data, windows = future_windows(bars, side, source, future)

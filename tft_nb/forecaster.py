@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd, torch
 from fastcore.basics import patch
 from .checks import SettingError
-from .data import bar_spacing, load_sample, read_ohlcv
+from .data import SAMPLE_SOURCE, bar_spacing, load_sample, read_ohlcv
 from .windows import DataConfig, DataSpec, PRESETS, WindowData, Windows, empty_split_reason, make_windows
 from .model import TFTConfig, TemporalFusionTransformer
 from .evaluate import infer, test_metrics
@@ -20,7 +20,7 @@ from .run_folder import RunInterrupted
 from .device import resolve_device, build_model
 from .fit import visible_log, fit as train_model   # `fit` is the forecaster's method
 from .distributed import agree, distributed, rank_log
-from .forecast import checkpoint_data, forecast, load_model, split_windows
+from .forecast import checkpoint_data, forecast, load_model, sample_bars, split_windows
 from .calibrate import Calibration, recalibrated
 
 # %% auto #0
@@ -45,7 +45,7 @@ def split_settings(settings: dict) -> tuple[dict, dict, TrainConfig]:
 # %% ../nbs/16a_forecaster.ipynb #fc25d235
 def load_bars(data: pd.DataFrame | str | Path | None, columns=()) -> tuple[pd.DataFrame, str]:
     "The bars of `data` (a frame, a file or folder with `columns`) or of the built-in dataset, and a name for messages."
-    if data is None: return load_sample(), 'built-in sample data (arch: sp500, nasdaq)'
+    if data is None: return load_sample(), SAMPLE_SOURCE
     if isinstance(data, pd.DataFrame): return data, data.attrs.get('source') or '<bars>'
     return read_ohlcv(data, columns), str(data)
 
@@ -191,7 +191,8 @@ def load(cls: Forecaster, path) -> Forecaster:
 def _windows(self: Forecaster, bars: pd.DataFrame | None, split: str) -> tuple[Windows, DataSpec]:
     "The windows of `split` of `bars` (default: the fitted data's) and their spec."
     if bars is None and self.data is not None: return getattr(self.data, split), self.data.spec
-    wd, w = split_windows(load_sample() if bars is None else bars, read_sidecar(_fitted(self)), split)
+    side = read_sidecar(_fitted(self))
+    wd, w = split_windows(sample_bars(side, self.checkpoint) if bars is None else bars, side, split)
     return w, wd.spec
 
 @patch

@@ -26,15 +26,15 @@ __all__ = ['LOCK_NAME', 'RESUME_MAY_CHANGE', 'SIDECAR_OF_RESUME', 'run_data', 'r
            'resume_stem', 'Resumed', 'open_resume', 'RunFolder', 'RunInterrupted']
 
 # %% ../nbs/12_run_folder.ipynb #e199f2e4
-def run_data(data: WindowData, data_config: DataConfig | None = None) -> dict:
-    "The `data` entry of a run's sidecars: spec, training scaler, DataConfig, split starts and bar spacing."
+def run_data(data: WindowData, data_config: DataConfig | None = None, source: str | None = None) -> dict:
+    "The `data` entry of a run's sidecars: spec, training scaler, DataConfig, split starts, bar spacing and source."
     f = data.features
     gap = bar_spacing(f[f.split == 0]).median()                      # as `tft_predict` measures new bars
     first = lambda k: None if pd.isna(t := f.ts_event[f.split >= k].min()) else t.tz_convert(None).isoformat()
     return dict(spec=asdict(data.spec), scaler=data.scaler.to_dict(),
                 config=asdict(data_config) if data_config else None,
                 splits=dict(val_start=first(1), test_start=first(2)),
-                bar_seconds=None if pd.isna(gap) else gap.total_seconds())
+                bar_seconds=None if pd.isna(gap) else gap.total_seconds(), source=source)
 
 def run_files(folder) -> list[Path]:
     "The files of a run in `folder`: its checkpoints and metrics.csv."
