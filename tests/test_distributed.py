@@ -130,6 +130,29 @@ def test_two_machines_through_a_c10d_rendezvous(tmp_path):
     assert json.loads((ck / 'tft_last.json').read_text())['world_size'] == 2
 
 
+GLOO_THREADS_AT_EXIT = """
+import atexit, os, sys
+from tft_nb.cli import main_train
+def gloo() -> list:
+    names = (open(f'/proc/self/task/{t}/comm').read().strip() for t in os.listdir('/proc/self/task'))
+    return sorted(n for n in names if 'gloo' in n)
+atexit.register(lambda: print('gloo threads at exit:', gloo()))
+main_train(sys.argv[1:])
+"""
+
+
+def test_no_gloo_thread_outlives_the_run(tmp_path):
+    """`tft_train` in a one-rank world, as torchrun starts a process (so a gloo group and DistributedDataParallel):
+    when the interpreter begins to shut down, the group's gloo threads are gone, none left to abort the shutdown
+    (20_distributed, Ending the group)."""
+    env = {**ENV, 'RANK': '0', 'WORLD_SIZE': '1', 'LOCAL_RANK': '0', 'MASTER_ADDR': '127.0.0.1',
+           'MASTER_PORT': str(_free_port())}
+    r = procs.run([sys.executable, '-c', GLOO_THREADS_AT_EXIT, '--epochs', '1', *SMALL, *SHORT, '--batch-size', '32',
+                   '--checkpoint-dir', str(tmp_path / 'ck')], env=env)
+    assert r.returncode == 0 and 'Distributed: 1 process (gloo)' in r.stderr, r.stderr[-2000:]
+    assert r.stdout.splitlines()[-1] == 'gloo threads at exit: []', r.stdout[-2000:]
+
+
 def test_a_killed_rank_ends_the_job(tmp_path):
     """SIGKILL to rank 1 after the first epoch: the job ends with a non-zero status (bounded by the safety limit
     only), torchrun's summary names rank 1 and the signal, and the folder keeps a whole checkpoint."""

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 import torch, torch.distributed as dist
 from torch import Tensor
+if dist.is_available(): import torch.distributed.nn  # before any process group is set up: see "Ending the group"
 from .checks import SpeltMessage
 from .windows import Windows
 from .loss import pinball
