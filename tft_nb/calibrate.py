@@ -99,6 +99,16 @@ def _bar_times(data: WindowData, rows: Tensor) -> np.ndarray:
     "The timestamps (int64 ns) of feature rows `rows` of `data`."
     return pd.DatetimeIndex(data.features.ts_event).as_unit('ns').asi8[rows.cpu().numpy()]
 
+def _past_forecasts(model, past: Windows, windows: Windows, pred: Tensor, batch_size: int) -> Tensor:
+    "Forecasts of `past`: `pred`'s for the windows that are among `windows`, the others predicted."
+    rows, order = windows.rows.cpu().sort()
+    at = torch.searchsorted(rows, p := past.rows.cpu()).clamp(max=len(rows) - 1)
+    have = rows[at] == p
+    out = pred.new_empty(len(p), *pred.shape[1:])
+    out[have] = pred[order[at[have]]]
+    if not have.all(): out[~have] = predict(model, past.subset(past.rows[~have]), batch_size)
+    return out
+
 def recalibrated(model, data: WindowData, windows: Windows, cal: Calibration, pred: Tensor | None = None,
                  batch_size: int = 256) -> Tensor:
     "Forecasts (N, Td, Q) of `windows`, scaled, each calibrated on the outcomes of the latest `cal.recent` bars."
@@ -108,6 +118,7 @@ def recalibrated(model, data: WindowData, windows: Windows, cal: Calibration, pr
     at, ends = _bar_times(data, windows.rows), _bar_times(data, past.rows + past.horizon)
     keep = torch.from_numpy(ends <= at.max())                            # outcomes after every origin: never used
     past = past.subset(past.rows[keep])
-    scores = past.targets().cpu()[..., None] - predict(model, past, batch_size) if len(past) else torch.empty(0)
+    scores = (past.targets().cpu()[..., None] - _past_forecasts(model, past, windows, pred, batch_size) if len(past)
+              else torch.empty(0))
     off = recent_offsets(scores, ends[keep.numpy()], at, cal.quantiles, cal.recent, cal.offsets)
     return (pred + off).sort(dim=-1).values
