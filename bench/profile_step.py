@@ -1,10 +1,12 @@
 """Where a training step's CPU time goes, by PyTorch operator: `torch.profiler` over `--steps` `train_step`s of the
-original configuration (hidden 256, 8 heads, 2 LSTM layers, batch 32; `speed_bench`'s set-up: dropout 0.1, gradient
-clipping 1.0) after 3 untimed ones, in float32 or under bfloat16 autocast, as `fit` runs it on the CPU
-(`keep_freed_memory`). Prints the profiler's table of the `--rows` operators with the most self CPU time.
-Run: `python bench/profile_step.py --precision fp32|bf16 [--threads 2] [--steps 7] [--rows 18]`."""
+original configuration (hidden 256, 8 heads, 2 LSTM layers, batch 32; or the sizes given; `speed_bench`'s set-up:
+dropout 0.1, gradient clipping 1.0) after `--warm` untimed ones, in float32 or under bfloat16 autocast, eager or
+compiled (`--compile`, as `fit` compiles), as `fit` runs it on the CPU (`keep_freed_memory`). Prints the time a step
+took, then the profiler's table of the `--rows` operators with the most self CPU time.
+Run: `python bench/profile_step.py --precision fp32|bf16 [--threads 2] [--steps 7] [--warm 3] [--rows 18]
+[--hidden 32 --heads 4 --lstm 1 --batch 64] [--compile]`."""
 from __future__ import annotations
-import argparse
+import argparse, time
 import torch
 from torch.profiler import profile, ProfilerActivity
 from tft_nb.train import train_step
@@ -18,15 +20,26 @@ def main():
     p.add_argument('--threads', type=int, default=2)
     p.add_argument('--steps', type=int, default=7)
     p.add_argument('--rows', type=int, default=18)
+    p.add_argument('--warm', type=int, default=3)
+    p.add_argument('--hidden', type=int, default=256)
+    p.add_argument('--heads', type=int, default=8)
+    p.add_argument('--lstm', type=int, default=2)
+    p.add_argument('--batch', type=int, default=32)
+    p.add_argument('--compile', action='store_true', help="compile the model as --compile does (warm-up untimed)")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     keep_freed_memory()
     bf16 = a.precision == 'bf16'
-    setup = argparse.Namespace(hidden=256, heads=8, lstm=2, batch=32, device='cpu', warm=3, steps=a.steps)
-    _, model, state, batches, _ = training_setup(setup)
-    for b in batches[:3]: train_step(model, state.opt, [b], 1.0, bf16)
+    setup = argparse.Namespace(hidden=a.hidden, heads=a.heads, lstm=a.lstm, batch=a.batch, device='cpu', warm=a.warm,
+                               steps=a.steps)
+    _, model, state, batches, _ = training_setup(setup, compiled=a.compile, bf16=bf16)
+    for b in batches[:a.warm]: train_step(model, state.opt, [b], 1.0, bf16)
+    t = time.perf_counter()
+    for b in batches[a.warm:]: train_step(model, state.opt, [b], 1.0, bf16)
+    step = (time.perf_counter() - t) / a.steps
+    print(f"a step: {step * 1e3:.1f} ms ({a.batch / step:.0f} samples/s), over {a.steps} after {a.warm}")
     with profile(activities=[ProfilerActivity.CPU]) as prof:
-        for b in batches[3:]: train_step(model, state.opt, [b], 1.0, bf16)
+        for b in batches[a.warm:]: train_step(model, state.opt, [b], 1.0, bf16)
     print(prof.key_averages().table(sort_by='self_cpu_time_total', row_limit=a.rows, max_name_column_width=45))
 
 
