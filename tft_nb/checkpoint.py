@@ -181,8 +181,15 @@ def versions() -> dict:
 def _digest(b: bytes) -> dict: return dict(size=len(b), sha256=hashlib.sha256(b).hexdigest())
 
 # %% ../nbs/11_checkpoint.ipynb #5d9a5776
-def checkpoint_files(stem, weights: dict[str, Tensor], meta: dict,
-                     train_state: dict[str, Tensor] | None = None) -> tuple[dict, list[tuple[Path, bytes]]]:
+def _encoded(ts: dict[str, Tensor], encoded: dict | None) -> tuple[bytes, dict]:
+    "The safetensors bytes of `ts` and their digest, made once per dict object when `encoded` (a cache) is given."
+    if encoded is not None and id(ts) in encoded: return encoded[id(ts)][1]
+    b = safetensors.torch.save({n: t.detach().contiguous().cpu() for n, t in ts.items()})
+    if encoded is not None: encoded[id(ts)] = (ts, (b, _digest(b)))      # `ts` held: its id stays its own
+    return b, _digest(b)
+
+def checkpoint_files(stem, weights: dict[str, Tensor], meta: dict, train_state: dict[str, Tensor] | None = None,
+                     encoded: dict | None = None) -> tuple[dict, list[tuple[Path, bytes]]]:
     "The sidecar of checkpoint `stem` and its files as (path, bytes), the sidecar last; writes nothing."
     stem = Path(stem)
     _sidecar_bytes(meta)                                  # a sidecar that can't be stored fails before any file changes
@@ -193,9 +200,9 @@ def checkpoint_files(stem, weights: dict[str, Tensor], meta: dict,
     side, files = dict(meta, files={}, timestamp=time.strftime('%Y-%m-%dT%H:%M:%S%z'), versions=versions()), []
     for k, (suffix, ts) in tensors.items():
         p = stem.with_name(stem.name + suffix)
-        b = safetensors.torch.save({n: t.detach().contiguous().cpu() for n, t in ts.items()})
+        b, digest = _encoded(ts, encoded)
         files.append((p, b))
-        side['files'][k] = dict(name=p.name, **_digest(b))
+        side['files'][k] = dict(name=p.name, **digest)
     files.append((stem.with_name(stem.name + '.json'), _sidecar_bytes(side)))
     return side, files
 

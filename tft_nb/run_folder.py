@@ -378,11 +378,12 @@ def save(self: RunFolder, state: TrainingState, improved: bool = False, last: bo
     "Write the files of `state` together: metrics.csv, tft_epoch_NNN, tft_last, tft_best (inside an epoch: tft_last)."
     weights, info = state.model.state_dict(), self._info(state)           # saved now; copied below if the best
     tensors, entries = resume_state(state, gather(self.world, rank_rng()) if self.world.size > 1 else None)
-    files = []
+    files, enc = [], {}                                                   # each tensor dict encoded once
     if not state.partial and self.frequency and (state.epoch % self.frequency == 0 or last):
-        files += checkpoint_files(self.path / f'tft_epoch_{state.epoch:03d}', weights, {**info, **entries}, tensors)[1]
-    files += checkpoint_files(self.path / 'tft_last', weights, {**info, **entries}, tensors)[1]
-    if improved: files += checkpoint_files(self.path / 'tft_best', weights, info)[1]   # after tft_last: holds them too
+        files += checkpoint_files(self.path / f'tft_epoch_{state.epoch:03d}', weights, {**info, **entries}, tensors,
+                                  enc)[1]
+    files += checkpoint_files(self.path / 'tft_last', weights, {**info, **entries}, tensors, enc)[1]
+    if improved: files += checkpoint_files(self.path / 'tft_best', weights, info, encoded=enc)[1]   # after tft_last
     if not state.partial: files.append((self.path / 'metrics.csv', metrics_csv(state.history)))   # last: never ahead
     self._commit(files)
     if improved: self.best = {k: v.detach().clone() for k, v in weights.items()}   # training moves on
