@@ -5,12 +5,8 @@ batch 32) or the sizes given, float32 on the CPU, checkpoints in a temporary fol
 epochs and at the last). Its last line is the run's end, as `peer_bench.py`'s `rss` is.
 Run: `python bench/fit_memory.py [--epochs 1] [--hidden 256 --heads 8 --lstm 2 --batch 32] [--threads 2]`."""
 from __future__ import annotations
-import argparse, logging, resource, tempfile
-
-
-def rss_mib() -> float:
-    "Peak resident memory of this process so far, MiB."
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+import argparse, logging, tempfile
+from peer_bench import rss_mib   # bench/ is on sys.path when a script there runs
 
 
 class PeakAtEachLine(logging.Handler):
@@ -39,7 +35,8 @@ def main():
     torch.set_num_threads(a.threads)
     log = logging.getLogger('fit_memory')
     log.addHandler(PeakAtEachLine())
-    log.propagate, log.level = False, logging.INFO
+    log.propagate = False
+    log.setLevel(logging.INFO)
     data = make_windows(load_sample(), PRESETS['ohlcv_gk_logvol_tft_v1'])
     print(f"peak {rss_mib():7.1f} MiB  the task's windows made ({len(data.train)} training)", flush=True)
     torch.manual_seed(1)

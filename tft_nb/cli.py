@@ -134,7 +134,7 @@ def read_table(path) -> pd.DataFrame:
 
 # %% ../nbs/17_cli.ipynb #8bdb909c
 def tft_predict(checkpoint: str = 'checkpoints/tft_best', # checkpoint stem or file (default: the default run's best)
-                data: str | None = None,        # DBN/CSV/Parquet file or folder of bars (default: built-in daily bars)
+                data: str | None = None,        # DBN/CSV/Parquet bars (default: the built-in ones, for a model of them)
                 output: str = 'forecasts.csv',  # CSV file to write
                 split: str = 'future',          # future (from each symbol's last bar), or val / test (with actuals)
                 batch_size: int = 256,          # windows per batch (fewer a pass in large models)
@@ -153,8 +153,8 @@ def tft_predict(checkpoint: str = 'checkpoints/tft_best', # checkpoint stem or f
                                          "forecasts elsewhere")
         if why := output_clash(output, data, checkpoint):
             raise SettingError(lambda s: f"{s('output')} {output} {why}; write the forecasts elsewhere")
-        columns = checkpoint_data(read_sidecar(checkpoint), checkpoint)[0].columns if data is not None else {}
-        bars, source = load_bars(data, columns) if data is not None else (None, None)   # None: `forecast`'s default
+        if data is None: bars, source = None, None                             # `forecast`'s default: `sample_bars`
+        else: bars, source = load_bars(data, checkpoint_data(read_sidecar(checkpoint), checkpoint)[0].columns)
         ahead = read_table(future) if future is not None else None
         out = forecast(checkpoint, bars, split, batch_size, device, source, log, calibrate, ahead)
         Path(output).parent.mkdir(parents=True, exist_ok=True)

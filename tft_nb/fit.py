@@ -151,8 +151,8 @@ def _same(a: dict, b: dict) -> bool:
 
 def _predicted_with(model, weights: dict, windows: Windows, own_pred: torch.Tensor) -> torch.Tensor:
     "Forecasts of `windows` by `model` holding `weights` (`own_pred` where those are its own); its weights kept."
+    if _same(weights, model.state_dict()): return own_pred
     own = {k: v.detach().clone() for k, v in model.state_dict().items()}
-    if _same(weights, own): return own_pred
     model.load_state_dict(weights)
     try: return predict(model, windows)
     finally: model.load_state_dict(own)

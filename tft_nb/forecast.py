@@ -197,7 +197,7 @@ def _nonfinite_rows(out: pd.DataFrame, quantiles) -> str | None:
 def forecast(checkpoint, bars: pd.DataFrame | None = None, split: str = 'future', batch_size: int = 256,
              device: str = 'auto', source: str | None = None, log: logging.Logger | None = None,
              calibrate: bool = True, future: pd.DataFrame | None = None) -> pd.DataFrame:
-    "Quantile forecasts in original units from the checkpoint `checkpoint` for `bars` (default: the built-in data)."
+    "Quantile forecasts in original units from `checkpoint` for `bars` (default: the built-in data, if trained on it)."
     check_choice('split', split, ('future', 'test', 'val'))
     if batch_size < 1: raise SettingError(lambda s: f"{s('batch_size')} must be >= 1, got {batch_size}")
     dev = resolve_device(device)

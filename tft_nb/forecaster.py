@@ -164,7 +164,7 @@ def _fitted(self: Forecaster) -> Path:
 def predict(self: Forecaster, bars: pd.DataFrame | None = None, split: str = 'future',
             future: pd.DataFrame | None = None, calibrate: bool = True, batch_size: int = 256,
             device: str = 'auto') -> pd.DataFrame:
-    "Quantile forecasts in original units of `bars` (default: those it was fitted on, or the built-in data)."
+    "Quantile forecasts in original units of `bars` (default: those it was fitted on, or `sample_bars`)."
     bars = self.bars if bars is None else bars
     return forecast(_fitted(self), bars, split, batch_size, device, calibrate=calibrate, future=future)
 
