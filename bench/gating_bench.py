@@ -1,12 +1,12 @@
 """The gating blocks' formulations against the ones they replaced, on the CPU:
-  - `VariableLinear` (V independent affine maps): one `torch.baddbmm` over a (V, N, d_in) view, against an `einsum`
-    followed by the bias;
+  - `VariableLinear` (V independent affine maps of a variable-first tensor): one `torch.baddbmm` over its (V, N, d_in)
+    view, against an `einsum` followed by the bias;
   - `GatedLinearUnit`: `F.glu` on the doubled projection, against `chunk` + `sigmoid` + product;
   - `VariableLayerNorm`: `addcmul(bias, layer_norm(x), weight)`, against `layer_norm(x) * weight + bias`.
 
 Prints, side by side in one run:
-  1. forward + backward of one call of each at the shapes the TFT uses (static contexts (32, 4, H), decoder and
-     encoder per-variable networks (32, 5, 2, H) and (32, 60, 6, H)), for H = 16 and H = 256, after checking that
+  1. forward + backward of one call of each at the shapes the TFT uses (static contexts (4, 32, H), decoder and
+     encoder per-variable networks (2, 32, 5, H) and (6, 32, 60, H)), for H = 16 and H = 256, after checking that
      both formulations give the same result;
   2. training steps (zero_grad, forward, pinball loss, backward, fused Adam), batch 32, of the hidden-16 model (and,
      with --default-steps N > 0, the default hidden-256 one) with all three old or all three new, alternating so that
@@ -23,14 +23,16 @@ from model_bench import make_batch, timed          # bench/ is on sys.path when 
 CPU = torch.device('cpu')
 
 def linear_einsum(self, x):
-    return torch.einsum('...vi,vio->...vo', x, self.weight) + self.bias
+    bias = self.bias.view(len(self.bias), *[1] * (x.dim() - 2), -1)
+    return torch.einsum('v...i,vio->v...o', x, self.weight) + bias
 
 def glu_chunk(self, x):
     a, g = self.proj(self.drop(x)).chunk(2, dim=-1)
     return a * torch.sigmoid(g)
 
 def norm_mul_add(self, x):
-    return F.layer_norm(x, x.shape[-1:]) * self.weight + self.bias
+    shape = (len(x), *[1] * (x.dim() - 2), -1)
+    return F.layer_norm(x, x.shape[-1:]) * self.weight.view(shape) + self.bias.view(shape)
 
 OLD = {G.VariableLinear: linear_einsum, G.GatedLinearUnit: glu_chunk, G.VariableLayerNorm: norm_mul_add}
 NEW = {cls: cls.forward for cls in OLD}
@@ -40,8 +42,8 @@ def use(forwards: dict):
 
 def compare_calls():
     for H in (16, 256):
-        for shape in ((32, 4, H), (32, 5, 2, H), (32, 60, 6, H)):
-            V = shape[-2]
+        for shape in ((4, 32, H), (2, 32, 5, H), (6, 32, 60, H)):
+            V = shape[0]
             torch.manual_seed(0)
             mods = {'VariableLinear': G.VariableLinear(V, H, 2 * H),
                     'GatedLinearUnit': G.GatedLinearUnit(H, H, variables=V),

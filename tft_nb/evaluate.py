@@ -44,10 +44,10 @@ def _float_cpu(x: Tensor | TFTOutput) -> Tensor | TFTOutput:
     if torch.is_tensor(x): return x.float().cpu()
     return TFTOutput(*(t.float().cpu() for t in vars(x).values()))
 
-INFER_ELEMENTS = 2**22   # the most elements of one (B, Te, Ve, H) activation in an inference pass
+INFER_ELEMENTS = 2**22   # the most elements of one (Ve, B, Te, H) activation in an inference pass
 
 def infer_batch(config: TFTConfig, batch_size: int) -> int:
-    "Windows a pass: `batch_size`, or fewer so that one (B, Te, Ve, H) tensor holds at most `INFER_ELEMENTS`."
+    "Windows a pass: `batch_size`, or fewer so that one (Ve, B, Te, H) tensor holds at most `INFER_ELEMENTS`."
     per_window = config.encoder_length * config.encoder_vars * config.hidden_size
     return max(1, min(batch_size, INFER_ELEMENTS // per_window))
 

@@ -16,7 +16,7 @@ __all__ = ['PACKED_MIN', 'VariableLinear', 'VariableLayerNorm', 'keep_mask', 'pa
 
 # %% ../nbs/03_gating.ipynb #a6302ea9
 class VariableLinear(nn.Module):
-    "V independent affine maps applied at once along the variable axis -2 (one batched matmul, no loop)."
+    "V independent affine maps of a variable-first (V, ..., d_in) tensor, applied at once (one batched matmul)."
     def __init__(self,
         variables:int, # V, number of independent maps
         d_in:int,      # input features per variable
@@ -26,10 +26,9 @@ class VariableLinear(nn.Module):
         bound = 1 / math.sqrt(d_in)                                            # nn.Linear's default init range
         self.weight = nn.Parameter(torch.empty(variables, d_in, d_out).uniform_(-bound, bound))
         self.bias = nn.Parameter(torch.empty(variables, d_out).uniform_(-bound, bound))
-    def forward(self, x:Tensor) -> Tensor:     # (..., V, d_in)
-        V, d_in = x.shape[-2:]
-        y = torch.baddbmm(self.bias.unsqueeze(1), x.reshape(-1, V, d_in).transpose(0, 1), self.weight)  # (V, N, d_out)
-        return y.transpose(0, 1).reshape(*x.shape[:-1], -1)                                        # (..., V, d_out)
+    def forward(self, x:Tensor) -> Tensor:     # (V, ..., d_in)
+        y = torch.baddbmm(self.bias.unsqueeze(1), x.reshape(x.shape[0], -1, x.shape[-1]), self.weight)  # (V, N, d_out)
+        return y.view(*x.shape[:-1], -1)                                                           # (V, ..., d_out)
 
 class VariableLayerNorm(nn.Module):
     "Layer normalisation over the last axis with separate gain and bias for each of V variables."
@@ -39,9 +38,10 @@ class VariableLayerNorm(nn.Module):
     ):
         super().__init__()
         self.weight, self.bias = nn.Parameter(torch.ones(variables, d)), nn.Parameter(torch.zeros(variables, d))
-    def forward(self, x:Tensor) -> Tensor:     # (..., V, d)
+    def forward(self, x:Tensor) -> Tensor:     # (V, ..., d)
         normed = F.layer_norm(x, x.shape[-1:])                 # no gain or bias yet
-        return torch.addcmul(self.bias, normed, self.weight)   # bias + normed * weight: (..., V, d)
+        shape = (x.shape[0],) + (1,) * (x.dim() - 2) + (x.shape[-1],)   # (V, 1, ..., d): broadcast over middle axes
+        return torch.addcmul(self.bias.view(shape), normed, self.weight.view(shape))   # bias + normed * weight
 
 def _linear(d_in:int, d_out:int, variables:int=0) -> nn.Module:
     "One `nn.Linear`, or `variables` independent ones."
@@ -92,7 +92,7 @@ class GatedLinearUnit(nn.Module):
         d_in:int,          # input features
         d_out:int,         # output features
         dropout:float=0.0, # applied to the input
-        variables:int=0,   # 0: one shared unit; V: V independent units along axis -2
+        variables:int=0,   # 0: one shared unit; V: V independent units along axis 0
     ):
         super().__init__()
         self.drop, self.proj = Dropout(dropout), _linear(d_in, 2 * d_out, variables)
@@ -106,7 +106,7 @@ class GateAddNorm(nn.Module):
         d_in:int,          # features of x
         d_out:int,         # features of the skip and of the output
         dropout:float=0.0, # dropout on x, before the gate
-        variables:int=0,   # 0: shared; V: V independent copies along axis -2
+        variables:int=0,   # 0: shared; V: V independent copies along axis 0
     ):
         super().__init__()
         self.glu, self.norm = GatedLinearUnit(d_in, d_out, dropout, variables), _layer_norm(d_out, variables)
@@ -125,7 +125,7 @@ class GatedResidualNetwork(nn.Module):
         d_out:int,         # output features
         dropout:float=0.0, # dropout before the gate
         d_context:int=0,   # features of the context c; 0: no context
-        variables:int=0,   # 0: one shared network; V: V independent networks along axis -2
+        variables:int=0,   # 0: one shared network; V: V independent networks along axis 0
     ):
         super().__init__()
         if d_context and variables: raise ValueError("a context is only supported for a shared GRN (variables=0)")

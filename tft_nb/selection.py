@@ -63,7 +63,8 @@ class VariableSelectionNetwork(nn.Module):
         xi = x if embedding is None else embedding(x)                       # (B, [T,] V, H)
         if self.variables > 1: w = torch.softmax(self.flat(xi.flatten(-2), c, w2_flat), dim=-1)  # (B, [T,] V)
         else: w = xi.new_ones(xi.shape[:-1])                                # one variable: its weight is 1
-        out = (w.unsqueeze(-1) * self.grns(xi, w2a=w2_grns)).sum(-2)        # (B, [T,] H)
+        per_variable = self.grns(xi.movedim(-2, 0), w2a=w2_grns)           # (V, B, [T,] H), variable first
+        out = (w.movedim(-1, 0).unsqueeze(-1) * per_variable).sum(0)        # (B, [T,] H)
         return out, w
 
 # %% ../nbs/04_selection.ipynb #0ffaa3b9
@@ -72,11 +73,12 @@ def folded_first_layers(self:VariableSelectionNetwork,
     x:Tensor,          # (B, [T,] V) real inputs
     e:RealEmbedding,   # their embedding
 ) -> tuple[Tensor|None, Tensor]:
-    "W2 of the weight GRN (B, [T,] H) and of the per-variable GRNs (B, [T,] V, H) applied to e(x), with e folded in."
+    "W2 of the weight GRN (B, [T,] H) and of the per-variable GRNs (V, B, [T,] H) applied to e(x), with e folded in."
     g = self.grns.W2                                                            # VariableLinear: (V, H, H), (V, H)
     scale = torch.einsum('vh,vho->vo', e.weight, g.weight)                     # (V, H) W2 w per variable
     shift = torch.einsum('vh,vho->vo', e.bias, g.weight) + g.bias              # (V, H) W2 b + b2
-    per_variable = x.unsqueeze(-1) * scale + shift                             # (B, [T,] V, H)
+    shape = (len(scale),) + (1,) * (x.dim() - 1) + (-1,)                        # (V, 1, [1,] H)
+    per_variable = x.movedim(-1, 0).unsqueeze(-1) * scale.view(shape) + shift.view(shape)   # (V, B, [T,] H)
     if self.variables == 1: return None, per_variable
     f = self.flat.W2                                                            # nn.Linear(V H, H): weight (H, V H)
     V, H = e.weight.shape
@@ -109,5 +111,5 @@ class StaticCovariateEncoder(nn.Module):
         B, S = static.shape
         if S: zeta, w = self.vsn(self.embedding(static))                    # (B, H), (B, S)
         else: zeta, w = self.constant.expand(B, -1), self.constant.new_zeros(B, 0)
-        c = self.contexts(zeta.unsqueeze(1).expand(-1, 4, -1))              # (B, 4, H)
-        return StaticContexts(*c.unbind(1), w)
+        c = self.contexts(zeta.expand(4, -1, -1))                           # (4, B, H)
+        return StaticContexts(*c.unbind(0), w)
