@@ -114,7 +114,7 @@ class GateAddNorm(nn.Module):
         x:Tensor,    # (..., d_in) block output
         skip:Tensor, # (..., d_out) block input
     ) -> Tensor:
-        return self.norm(skip + self.glu(x))   # (..., d_out)
+        return self.norm(self.glu(x) + skip)   # (..., d_out), laid out as GLU's output (skip may be a view)
 
 # %% ../nbs/03_gating.ipynb #bacd0079
 class GatedResidualNetwork(nn.Module):

@@ -78,7 +78,8 @@ def folded_first_layers(self:VariableSelectionNetwork,
     scale = torch.einsum('vh,vho->vo', e.weight, g.weight)                     # (V, H) W2 w per variable
     shift = torch.einsum('vh,vho->vo', e.bias, g.weight) + g.bias              # (V, H) W2 b + b2
     shape = (len(scale),) + (1,) * (x.dim() - 1) + (-1,)                        # (V, 1, [1,] H)
-    per_variable = x.movedim(-1, 0).unsqueeze(-1) * scale.view(shape) + shift.view(shape)   # (V, B, [T,] H)
+    xv = x.movedim(-1, 0).contiguous().unsqueeze(-1)                          # (V, B, [T,] 1), variable first
+    per_variable = xv * scale.view(shape) + shift.view(shape)                  # (V, B, [T,] H)
     if self.variables == 1: return None, per_variable
     f = self.flat.W2                                                            # nn.Linear(V H, H): weight (H, V H)
     V, H = e.weight.shape
