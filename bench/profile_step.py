@@ -2,9 +2,10 @@
 original configuration (hidden 256, 8 heads, 2 LSTM layers, batch 32; or the sizes given; `speed_bench`'s set-up:
 dropout 0.1, gradient clipping 1.0) after `--warm` untimed ones, in float32 or under bfloat16 autocast, eager or
 compiled (`--compile`, as `fit` compiles), as `fit` runs it on the CPU (`keep_freed_memory`). Prints the time a step
-took, then the profiler's table of the `--rows` operators with the most self CPU time.
+took, then the profiler's table of the `--rows` operators with the most self CPU time (with `--shapes`, one row per
+operator and input shapes).
 Run: `python bench/profile_step.py --precision fp32|bf16 [--threads 2] [--steps 7] [--warm 3] [--rows 18]
-[--hidden 32 --heads 4 --lstm 1 --batch 64] [--compile]`."""
+[--hidden 32 --heads 4 --lstm 1 --batch 64] [--compile] [--shapes]`."""
 from __future__ import annotations
 import argparse, time
 import torch
@@ -26,6 +27,7 @@ def main():
     p.add_argument('--lstm', type=int, default=2)
     p.add_argument('--batch', type=int, default=32)
     p.add_argument('--compile', action='store_true', help="compile the model as --compile does (warm-up untimed)")
+    p.add_argument('--shapes', action='store_true', help="a row per operator and input shapes")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     keep_freed_memory()
@@ -38,9 +40,11 @@ def main():
     for b in batches[a.warm:]: train_step(model, state.opt, [b], 1.0, bf16)
     step = (time.perf_counter() - t) / a.steps
     print(f"a step: {step * 1e3:.1f} ms ({a.batch / step:.0f} samples/s), over {a.steps} after {a.warm}")
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=a.shapes) as prof:
         for b in batches[a.warm:]: train_step(model, state.opt, [b], 1.0, bf16)
-    print(prof.key_averages().table(sort_by='self_cpu_time_total', row_limit=a.rows, max_name_column_width=45))
+    table = prof.key_averages(group_by_input_shape=a.shapes).table(sort_by='self_cpu_time_total', row_limit=a.rows,
+                                                                   max_name_column_width=45, max_shapes_column_width=60)
+    print(table)
 
 
 if __name__ == '__main__': main()
