@@ -11,8 +11,8 @@ import torch.nn.functional as F
 from torch import nn, Tensor
 
 # %% auto #0
-__all__ = ['PACKED_MIN', 'VariableLinear', 'VariableLayerNorm', 'keep_mask', 'packed_dropout', 'dropout', 'Dropout',
-           'GatedLinearUnit', 'GateAddNorm', 'GatedResidualNetwork']
+__all__ = ['PACKED_MIN', 'VariableLinear', 'by_variable', 'VariableLayerNorm', 'keep_mask', 'packed_dropout', 'dropout',
+           'Dropout', 'GatedLinearUnit', 'GateAddNorm', 'GatedResidualNetwork']
 
 # %% ../nbs/03_gating.ipynb #a6302ea9
 class VariableLinear(nn.Module):
@@ -30,6 +30,10 @@ class VariableLinear(nn.Module):
         y = torch.baddbmm(self.bias.unsqueeze(1), x.reshape(x.shape[0], -1, x.shape[-1]), self.weight)  # (V, N, d_out)
         return y.view(*x.shape[:-1], -1)                                                           # (V, ..., d_out)
 
+def by_variable(p:Tensor, x:Tensor) -> Tensor:
+    "Per-variable parameters `p` (V, d) viewed as (V, 1, ..., d), to broadcast over the middle axes of `x` (V, ..., d)."
+    return p.view(len(p), *[1] * (x.dim() - 2), -1)
+
 class VariableLayerNorm(nn.Module):
     "Layer normalisation over the last axis with separate gain and bias for each of V variables."
     def __init__(self,
@@ -40,8 +44,7 @@ class VariableLayerNorm(nn.Module):
         self.weight, self.bias = nn.Parameter(torch.ones(variables, d)), nn.Parameter(torch.zeros(variables, d))
     def forward(self, x:Tensor) -> Tensor:     # (V, ..., d)
         normed = F.layer_norm(x, x.shape[-1:])                 # no gain or bias yet
-        shape = (x.shape[0],) + (1,) * (x.dim() - 2) + (x.shape[-1],)   # (V, 1, ..., d): broadcast over middle axes
-        return torch.addcmul(self.bias.view(shape), normed, self.weight.view(shape))   # bias + normed * weight
+        return torch.addcmul(by_variable(self.bias, x), normed, by_variable(self.weight, x))   # bias + normed * weight
 
 def _linear(d_in:int, d_out:int, variables:int=0) -> nn.Module:
     "One `nn.Linear`, or `variables` independent ones."

@@ -9,7 +9,7 @@ from typing import NamedTuple, Sequence
 import torch
 from torch import nn, Tensor
 from fastcore.basics import patch
-from .gating import GatedResidualNetwork
+from .gating import GatedResidualNetwork, by_variable
 
 # %% auto #0
 __all__ = ['RealEmbedding', 'StaticEmbedding', 'VariableSelectionNetwork', 'StaticContexts', 'StaticCovariateEncoder']
@@ -77,9 +77,8 @@ def folded_first_layers(self:VariableSelectionNetwork,
     g = self.grns.W2                                                            # VariableLinear: (V, H, H), (V, H)
     scale = torch.einsum('vh,vho->vo', e.weight, g.weight)                     # (V, H) W2 w per variable
     shift = torch.einsum('vh,vho->vo', e.bias, g.weight) + g.bias              # (V, H) W2 b + b2
-    shape = (len(scale),) + (1,) * (x.dim() - 1) + (-1,)                        # (V, 1, [1,] H)
     xv = x.movedim(-1, 0).contiguous().unsqueeze(-1)                          # (V, B, [T,] 1), variable first
-    per_variable = xv * scale.view(shape) + shift.view(shape)                  # (V, B, [T,] H)
+    per_variable = xv * by_variable(scale, xv) + by_variable(shift, xv)        # (V, B, [T,] H)
     if self.variables == 1: return None, per_variable
     f = self.flat.W2                                                            # nn.Linear(V H, H): weight (H, V H)
     V, H = e.weight.shape
