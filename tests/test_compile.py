@@ -1,7 +1,8 @@
 """`TrainConfig.compile` (issue 27): the compiled model trains like the eager one, in whole graphs, compiled once per
 mode whatever the batch size. Inductor's C++ compiling takes minutes on two cores, so these tests compile with the
-`aot_eager` backend: the same graph capture (Dynamo, fullgraph, the `keep_mask` operator, AOT autograd) without code
-generation; the speed of the inductor backend is `bench/`'s business."""
+`aot_eager` backend: the same graph capture (Dynamo, fullgraph, the hashed dropout, AOT autograd) without code
+generation, except for the hashed dropout's mask, compiled with inductor once; the speed of the inductor backend is
+`bench/`'s business."""
 import logging
 from unittest import mock
 import pytest, torch
@@ -42,8 +43,8 @@ def test_compiled_training_is_the_eager_training(data, tmp_path, caplog):
         torch._dynamo.utils.counters.clear()
         compiled, h1, log = train(data, tmp_path / 'compiled', True, caplog)
         graphs = torch._dynamo.utils.counters['stats']['unique_graphs']
-    with mock.patch.object(gating, 'PACKED_MIN', 0):                # eager dropout as the compiled model's
-        eager, h0, log0 = train(data, tmp_path / 'eager', False, caplog)
+    with mock.patch.object(gating, 'PACKED_MIN', 0), mock.patch.object(gating, 'packed_dropout', gating.hashed_dropout):
+        eager, h0, log0 = train(data, tmp_path / 'eager', False, caplog)   # eager dropout as the compiled model's
     assert 'torch.compile: the training and evaluation graphs compiled in' in log
     assert 'torch.compile' not in log0
     assert graphs == 4, f'{graphs} graphs: two stages, training and evaluation, and no recompiles for other sizes'
@@ -64,3 +65,29 @@ def test_a_graph_break_is_an_error():
                   torch.arange(2), torch.arange(2))
         with pytest.raises(Exception, match='(?i)graph break|unsupported|print'):
             model(b)
+
+
+def saved_bytes(f, x) -> int:
+    "Bytes of the tensors that `f(x)`'s autograd graph keeps for the backward pass."
+    sizes = []
+    def pack(t):
+        sizes.append(t.numel() * t.element_size())
+        return t
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t): f(x)
+    return sum(sizes)
+
+
+def test_compiled_dropout_keeps_a_seed_not_a_mask():
+    x = torch.randn(16, 20, 8, requires_grad=True)
+    torch._dynamo.reset()
+    plain = torch.compile(torch.tanh, backend='aot_eager', fullgraph=True)
+    dropped = torch.compile(lambda x: torch.tanh(gating.dropout(x, 0.3)), backend='aot_eager', fullgraph=True)
+    assert saved_bytes(dropped, x) == saved_bytes(plain, x) + 8     # one int64 seed more
+
+
+def test_the_hashed_mask_is_the_same_bits_compiled():
+    torch._dynamo.reset()
+    keep = torch.compile(gating.hashed_keep, fullgraph=True)       # inductor: the C++ kernel the models run
+    for shape, s in (((4099,), 7), ((3, 50, 17), 2**31 - 1), ((2, 1024), 0)):
+        seed = torch.tensor(s)
+        assert torch.equal(keep(shape, seed, 0.1), gating.hashed_keep(shape, seed, 0.1)), (shape, s)

@@ -11,7 +11,7 @@ import pandas as pd, torch
 from .checks import SettingError
 from .windows import Windows, WindowData, DataConfig
 from .model import TemporalFusionTransformer
-from .evaluate import check_series, bf16_autocast, predict
+from .evaluate import check_series, bf16_autocast, predict, infer_batch
 from .loss import coverage
 from .calibrate import Calibration
 from .train import (TrainConfig, TrainingState, EpochProgress, GradNormStats, HISTORY_COLUMNS, Diverged,
@@ -24,7 +24,8 @@ from .distributed import (World, ALONE, agree, agreed_stop, distributed, mean, o
 
 # %% auto #0
 __all__ = ['in_notebook', 'progress_bar', 'visible_log', 'chunked', 'epoch_steps', 'train_epoch', 'check_training_data',
-           'log_epoch', 'FitResult', 'calibrate_run', 'finish', 'log_configuration', 'run_epoch', 'warm_up', 'fit']
+           'log_epoch', 'FitResult', 'calibrate_run', 'finish', 'log_configuration', 'run_epoch', 'pass_sizes',
+           'warm_up', 'fit']
 
 # %% ../nbs/14_fit.ipynb #d036a94e
 def in_notebook() -> bool:
@@ -233,14 +234,22 @@ def run_epoch(state: TrainingState, data: WindowData, cfg: TrainConfig, folder: 
     if stop(): raise _stopped(signals, f"after epoch {state.epoch}", folder)
 
 # %% ../nbs/14_fit.ipynb #431bbcbb
-def warm_up(model: TemporalFusionTransformer, windows: Windows, batch_size: int, autocast: bool = False) -> float:
-    "Compile `model`'s training and evaluation graphs on a batch of `windows`, leaving weights and RNG as they were."
+def pass_sizes(n: int, batch_size: int) -> list[int]:
+    "The batch sizes of a pass over `n` windows, `batch_size` at a time: the full batch, and a short last one."
+    return list(dict.fromkeys(b for b in (min(batch_size, n), n % batch_size) if b))
+
+def warm_up(model: TemporalFusionTransformer, windows: Windows, batch_size: int, autocast: bool = False,
+            eval_windows: Windows | None = None, eval_batch_size: int = 256) -> float:
+    "Compile `model`'s graphs for the batch sizes of a pass over `windows` and `eval_windows`; weights and RNG kept."
     t0, device = time.perf_counter(), windows.rows.device
-    idx = torch.arange(min(batch_size, len(windows)), device=device)
+    first = lambda w, b: w.batch(torch.arange(b, device=device))   # the first `b` windows of `w`
+    ev = windows if eval_windows is None else eval_windows
     with torch.random.fork_rng(devices=[device] if device.type == 'cuda' else []):
-        with bf16_autocast(device, autocast): model(windows.batch(idx)).quantiles.float().sum().backward()
+        for b in pass_sizes(len(windows), batch_size):
+            with bf16_autocast(device, autocast): model(first(windows, b)).quantiles.float().sum().backward()
         model.eval()
-        with torch.inference_mode(), bf16_autocast(device, autocast): model(windows.batch(idx))   # as `infer` does
+        for b in pass_sizes(len(ev), infer_batch(model.config, eval_batch_size)):   # as `infer` cuts its batches
+            with torch.inference_mode(), bf16_autocast(device, autocast): model(first(ev, b))
         model.train()
     model.zero_grad(set_to_none=True)
     return time.perf_counter() - t0
@@ -269,7 +278,7 @@ def fit(model: TemporalFusionTransformer, data: WindowData, cfg: TrainConfig = T
                 if world is not ALONE: log.info(world_line(world, cfg.batch_size))
                 if cfg.compile:
                     model.compile(cudagraphs=device.type == 'cuda')
-                    seconds = warm_up(model, data.train, cfg.batch_size, autocast)
+                    seconds = warm_up(model, data.train, cfg.batch_size, autocast, data.val)
                     log.info(f"torch.compile: the training and evaluation graphs compiled in {seconds:.1f} s")
                 while state.epoch < cfg.epochs and not state.stopping.stopped:
                     run_epoch(state, data, cfg, folder, signals, autocast, progress, log)

@@ -9,10 +9,11 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import nn, Tensor
+from torch.utils.checkpoint import checkpoint
 
 # %% auto #0
-__all__ = ['PACKED_MIN', 'VariableLinear', 'by_variable', 'VariableLayerNorm', 'keep_mask', 'packed_dropout', 'dropout',
-           'Dropout', 'GatedLinearUnit', 'GateAddNorm', 'GatedResidualNetwork']
+__all__ = ['PACKED_MIN', 'VariableLinear', 'by_variable', 'VariableLayerNorm', 'keep_mask', 'packed_dropout', 'hashed_keep',
+           'hashed_dropout', 'dropout', 'Dropout', 'GatedLinearUnit', 'GateAddNorm', 'GatedResidualNetwork']
 
 # %% ../nbs/03_gating.ipynb #a6302ea9
 class VariableLinear(nn.Module):
@@ -75,13 +76,42 @@ def packed_dropout(x:Tensor, p:float) -> Tensor:
     "Inverted dropout with four elements per random 64-bit draw; the rate is `p` rounded to a multiple of 1/32768."
     return x * keep_mask(x.detach(), p)
 
+# %% ../nbs/03_gating.ipynb #d748d866
+_M32 = 0xFFFFFFFF   # the low 32 bits
+
+def _mix32(h:Tensor) -> Tensor:
+    "A 32-bit integer finaliser of int64 values below 2**32; every product stays below 2**63."
+    h = h ^ (h >> 16)
+    h = (h * 0x7FEB352D) & _M32
+    h = h ^ (h >> 15)
+    h = (h * 0x21F0AAAD) & _M32
+    return h ^ (h >> 16)
+
+def hashed_keep(shape, seed:Tensor, p:float) -> Tensor:
+    "Inverted-dropout multipliers from a hash of each element's index keyed by `seed`: 0, or 65536/(65536-k) kept."
+    k = round(p * 65536)                                                   # drop when a 16-bit uniform < k
+    if k >= 65536: return torch.zeros(shape, device=seed.device)
+    n = math.prod(shape)
+    if n >= 2**33: raise ValueError(f"hashed_keep takes fewer than 2**33 elements, not {n}")   # pair index < 2**32
+    i = torch.arange(n, device=seed.device).view(shape)
+    h = _mix32((_mix32((i >> 1) ^ seed) + seed) & _M32)                     # one 32-bit hash per pair of elements
+    u = (h >> ((i & 1) * 16)) & 0xFFFF                                     # its low half, or its high half
+    return (u.float() >= k).float() * (65536 / (65536 - k))
+
+def hashed_dropout(x:Tensor, p:float) -> Tensor:
+    "Inverted dropout whose mask is hashed from one 31-bit seed, and computed again in the backward pass."
+    seed = torch.randint(0, 2**31, (), device=x.device)
+    return x * checkpoint(hashed_keep, x.shape, seed, p, use_reentrant=False)
+
+# %% ../nbs/03_gating.ipynb #e89c2ec5
 PACKED_MIN = 8192   # elements from which eager CPU dropout is packed
 
 def dropout(x:Tensor, p:float, training:bool=True) -> Tensor:
-    "Inverted dropout: `packed_dropout` for large CPU tensors (all, when compiled), else PyTorch's kernel."
+    "Inverted dropout: hashed masks in compiled CPU code, packed draws for large CPU tensors, else PyTorch's kernel."
     if not training or p == 0: return x
     if x.device.type != 'cpu': return F.dropout(x, p, True)
-    if not torch.compiler.is_compiling() and x.numel() < PACKED_MIN: return F.dropout(x, p, True)   # fixed costs
+    if torch.compiler.is_compiling(): return hashed_dropout(x, p)
+    if x.numel() < PACKED_MIN: return F.dropout(x, p, True)   # fixed costs
     return packed_dropout(x, p)
 
 class Dropout(nn.Dropout):
