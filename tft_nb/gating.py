@@ -87,21 +87,21 @@ def _mix32(h:Tensor) -> Tensor:
     h = (h * 0x21F0AAAD) & _M32
     return h ^ (h >> 16)
 
-def hashed_keep(shape, seed:Tensor, p:float) -> Tensor:
+def hashed_keep(shape, seed:Tensor, p:float, dtype:torch.dtype=torch.float32) -> Tensor:
     "Inverted-dropout multipliers from a hash of each element's index keyed by `seed`: 0, or 65536/(65536-k) kept."
     k = round(p * 65536)                                                   # drop when a 16-bit uniform < k
-    if k >= 65536: return torch.zeros(shape, device=seed.device)
+    if k >= 65536: return torch.zeros(shape, dtype=dtype, device=seed.device)
     n = math.prod(shape)
     if n >= 2**33: raise ValueError(f"hashed_keep takes fewer than 2**33 elements, not {n}")   # pair index < 2**32
     i = torch.arange(n, device=seed.device).view(shape)
     h = _mix32((_mix32((i >> 1) ^ seed) + seed) & _M32)                     # one 32-bit hash per pair of elements
     u = (h >> ((i & 1) * 16)) & 0xFFFF                                     # its low half, or its high half
-    return (u.float() >= k).float() * (65536 / (65536 - k))
+    return (u.float() >= k).to(dtype) * (65536 / (65536 - k))             # in `dtype`, as the tensor it masks
 
 def hashed_dropout(x:Tensor, p:float) -> Tensor:
     "Inverted dropout whose mask is hashed from one 31-bit seed, and computed again in the backward pass."
     seed = torch.randint(0, 2**31, (), device=x.device)
-    return x * checkpoint(hashed_keep, x.shape, seed, p, use_reentrant=False)
+    return x * checkpoint(hashed_keep, x.shape, seed, p, x.dtype, use_reentrant=False)
 
 # %% ../nbs/03_gating.ipynb #e89c2ec5
 PACKED_MIN = 8192   # elements from which eager CPU dropout is packed
