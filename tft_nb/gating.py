@@ -99,7 +99,7 @@ def hashed_keep(shape, seed:Tensor, p:float, dtype:torch.dtype=torch.float32) ->
     return (u.float() >= k).to(dtype) * (65536 / (65536 - k))             # in `dtype`, as the tensor it masks
 
 def hashed_dropout(x:Tensor, p:float) -> Tensor:
-    "Inverted dropout whose mask is hashed from one 31-bit seed, and computed again in the backward pass."
+    "Inverted dropout whose mask is hashed from one 31-bit seed, drawn from PyTorch's default generator."
     seed = torch.randint(0, 2**31, (), device=x.device)
     return x * checkpoint(hashed_keep, x.shape, seed, p, x.dtype, use_reentrant=False)
 
