@@ -25,8 +25,16 @@ The driver (default) runs the sides of `--sides` in turn (peer first; `tft-compi
 them), `tft-bf16-compile` with both), `--pairs` rounds, each run in a fresh process, and prints each run, then the
 median and min-max of each figure and of each side's ratio to the peer within each round. It needs the peer's venv
 (`--peer-python`, made as `../shared/bench/peer/README.md` says).
-Run: `python bench/peer_bench.py --peer-python PEER_VENV/bin/python [--pairs 3] [--no-accuracy]
-[--sides peer,tft,tft-compile] [--hidden 256 --heads 8 --lstm 2 --batch 32] [--throughput-epochs 10] [--seed 42]`."""
+
+Each side runs in a venv of its own requirements. The tft_nb side's (`--tft-python`; this Python by default) is what
+`pip install tft_nb` makes, with this tree's package on the path:
+`python3 -m venv ../tft-venv && ../tft-venv/bin/pip install torch==2.13.0 && ../tft-venv/bin/pip install
+torch==2.13.0 -e .`. The project's development venv also holds pyarrow (a development requirement, for the Parquet
+tests), which pandas imports whenever it is installed; the peer's venv has none, so its runs would count that import
+(about 35 MiB of peak memory) against tft_nb alone.
+Run: `python bench/peer_bench.py --peer-python PEER_VENV/bin/python --tft-python TFT_VENV/bin/python [--pairs 3]
+[--no-accuracy] [--sides peer,tft,tft-compile] [--hidden 256 --heads 8 --lstm 2 --batch 32] [--throughput-epochs 10]
+[--seed 42]`."""
 from __future__ import annotations
 import argparse, json, os, resource, statistics, subprocess, sys, tempfile, time
 from pathlib import Path
@@ -131,7 +139,7 @@ def one_run(side: str, a: argparse.Namespace, out: Path) -> dict:
     else:
         compiled = ['--compile'] * (a.compile or side.endswith('compile'))
         bf16 = ['--bf16'] * ('bf16' in side)
-        cmd = [sys.executable, __file__, '--side', 'tft', '--out', out, *sizes, *extra, *compiled, *bf16]
+        cmd = [a.tft_python, __file__, '--side', 'tft', '--out', out, *sizes, *extra, *compiled, *bf16]
     env = {**os.environ, 'PYTHONPATH': f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     r = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, env=env)
     if r.returncode: raise SystemExit(f"{side} run failed ({r.returncode}):\n{r.stderr[-3000:]}")
@@ -145,7 +153,8 @@ def drive(a: argparse.Namespace):
     "Interleaved rounds (peer first), each figure and each ratio to the peer's with its median and min-max."
     sides = a.sides.split(',')
     print(f"peer_bench: {a.pairs} round(s) of {', '.join(sides)}; hidden {a.hidden}, heads {a.heads}, lstm {a.lstm}, "
-          f"batch {a.batch}, {'throughput only' if a.no_accuracy else 'with accuracy runs'}; {os.cpu_count()} CPUs")
+          f"batch {a.batch}, {'throughput only' if a.no_accuracy else 'with accuracy runs'}; {os.cpu_count()} CPUs; "
+          f"tft_nb in {a.tft_python}")
     rows = []
     with tempfile.TemporaryDirectory() as d:
         for i in range(a.pairs):
@@ -168,6 +177,7 @@ def main():
     p.add_argument('--side', choices=('drive', 'tft'), default='drive')
     p.add_argument('--out', type=Path)
     p.add_argument('--peer-python', default=str(ROOT.parent / 'peer-venv' / 'bin' / 'python'))
+    p.add_argument('--tft-python', default=sys.executable, help="the tft_nb side's Python (see above)")
     p.add_argument('--pairs', type=int, default=3)
     p.add_argument('--hidden', type=int, default=32)
     p.add_argument('--heads', type=int, default=4)
