@@ -18,7 +18,7 @@ from .selection import RealEmbedding, VariableSelectionNetwork, StaticContexts, 
 from .attention import InterpretableMultiHeadAttention, causal_mask
 
 # %% auto #0
-__all__ = ['SELECT_ELEMENTS', 'SLICE_WINDOWS', 'TFTConfig', 'non_crossing', 'TFTOutput', 'TemporalFusionTransformer']
+__all__ = ['SELECT_ELEMENTS', 'TFTConfig', 'non_crossing', 'TFTOutput', 'TemporalFusionTransformer']
 
 # %% ../nbs/06_model.ipynb #8ccfe83b
 @dataclass
@@ -94,12 +94,11 @@ def _lstm(lstm:nn.LSTM, x:Tensor, state:tuple[Tensor, Tensor]) -> tuple[Tensor, 
 
 # %% ../nbs/06_model.ipynb #df7bb645
 SELECT_ELEMENTS = 2**20   # the most elements of one (Ve, B, Te, H) selection activation in an inference slice
-SLICE_WINDOWS = 64        # the fewest windows of an inference slice
 
 def _select_in_slices(select, batch:Batch, c:TFTConfig) -> tuple:
-    "`select`'s outputs for `batch`, computed on slices as `SELECT_ELEMENTS` and `SLICE_WINDOWS` say, and joined."
-    B, per_window = len(batch.target), c.encoder_length * c.encoder_vars * c.hidden_size
-    k = max(1, min(-(-B * per_window // SELECT_ELEMENTS), B // SLICE_WINDOWS))   # slices, their sizes within one
+    "`select`'s outputs for `batch`, computed on slices holding at most `SELECT_ELEMENTS` in a (Ve, B, Te, H) tensor."
+    per_window = c.encoder_length * c.encoder_vars * c.hidden_size
+    k = max(1, -(-len(batch.target) * per_window // SELECT_ELEMENTS))          # slices, their sizes within one
     parts = [select(Batch(*b)) for b in zip(*(t.tensor_split(k) for t in batch))]
     return torch.utils._pytree.tree_map(lambda *ts: torch.cat(ts), *parts)   # even one: tensors of their own after
 
