@@ -18,7 +18,7 @@ from .selection import RealEmbedding, VariableSelectionNetwork, StaticContexts, 
 from .attention import InterpretableMultiHeadAttention, causal_mask
 
 # %% auto #0
-__all__ = ['SELECT_ELEMENTS', 'TFTConfig', 'non_crossing', 'TFTOutput', 'TemporalFusionTransformer']
+__all__ = ['TFTConfig', 'non_crossing', 'TFTOutput', 'TemporalFusionTransformer']
 
 # %% ../nbs/06_model.ipynb #8ccfe83b
 @dataclass
@@ -92,16 +92,6 @@ def _lstm(lstm:nn.LSTM, x:Tensor, state:tuple[Tensor, Tensor]) -> tuple[Tensor, 
     if x.device.type == 'cpu' and torch.is_autocast_enabled('cpu'): return lstm(x, state)
     return _lstm_float32(lstm, x, state)
 
-# %% ../nbs/06_model.ipynb #df7bb645
-SELECT_ELEMENTS = 2**20   # the most elements of one (Ve, B, Te, H) selection activation in an inference slice
-
-def _select_in_slices(select, batch:Batch, c:TFTConfig) -> tuple:
-    "`select`'s outputs for `batch`, computed on slices holding at most `SELECT_ELEMENTS` in a (Ve, B, Te, H) tensor."
-    per_window = c.encoder_length * c.encoder_vars * c.hidden_size
-    k = max(1, -(-len(batch.target) * per_window // SELECT_ELEMENTS))          # slices, their sizes within one
-    parts = [select(Batch(*b)) for b in zip(*(t.tensor_split(k) for t in batch))]
-    return torch.utils._pytree.tree_map(lambda *ts: torch.cat(ts), *parts)   # even one: tensors of their own after
-
 # %% ../nbs/06_model.ipynb #c5eed588
 def _check_batch(batch:Batch, c:TFTConfig):
     "Refuse a batch whose steps or input counts are not those the model was built for."
@@ -162,8 +152,7 @@ class TemporalFusionTransformer(nn.Module):
         c = self.config
         _check_batch(batch, c)
         select, decode = self.compiled or (self.select_inputs, self.decode)
-        whole = self.training or torch.is_grad_enabled() or batch.encoder.device.type != 'cpu'
-        ctx, x_e, w_e, x_d, w_d = select(batch) if whole else _select_in_slices(select, batch, c)
+        ctx, x_e, w_e, x_d, w_d = select(batch)
         state = tuple(s.expand(c.lstm_layers, -1, -1).contiguous() for s in (ctx.hidden, ctx.cell))  # 2 x (L, B, H)
         h_e, state = _lstm(self.lstm_encoder, x_e, state)                           # (B, Te, H)
         h_d, _ = _lstm(self.lstm_decoder, x_d, state)                               # (B, Td, H)
