@@ -26,12 +26,12 @@ them), `tft-bf16-compile` with both), `--pairs` rounds, each run in a fresh proc
 median and min-max of each figure and of each side's ratio to the peer within each round. It needs the peer's venv
 (`--peer-python`, made as `../shared/bench/peer/README.md` says).
 
-Each side runs in a venv of its own requirements. The tft_nb side's (`--tft-python`; this Python by default) is what
-`pip install tft_nb` makes, with this tree's package on the path:
+Each side runs in a venv of its own requirements. The tft_nb side's Python (`--tft-python`, by default the one running
+this script) should be a venv of what `pip install tft_nb` installs; the runs import this tree's package:
 `python3 -m venv ../tft-venv && ../tft-venv/bin/pip install torch==2.13.0 && ../tft-venv/bin/pip install
 torch==2.13.0 -e .`. The project's development venv also holds pyarrow (a development requirement, for the Parquet
-tests), which pandas imports whenever it is installed; the peer's venv has none, so its runs would count that import
-(about 35 MiB of peak memory) against tft_nb alone.
+tests), which pandas imports whenever it is installed; the peer's venv has none, so runs in the development venv count
+that import against tft_nb alone (about 48 MiB of a compiled run's peak, bench/RESULTS.md 8.13).
 Run: `python bench/peer_bench.py --peer-python PEER_VENV/bin/python --tft-python TFT_VENV/bin/python [--pairs 3]
 [--no-accuracy] [--sides peer,tft,tft-compile] [--hidden 256 --heads 8 --lstm 2 --batch 32] [--throughput-epochs 10]
 [--seed 42]`."""
