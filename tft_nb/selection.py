@@ -57,7 +57,7 @@ class VariableSelectionNetwork(nn.Module):
     def forward(self,
         x:Tensor,                          # (B, [T,] V, H) embedded inputs; (B, [T,] V) real ones with `embedding`
         c:Tensor|None=None,                # (B, d_context) static selection context
-        embedding:RealEmbedding|None=None, # the real inputs' embedding, folded into the GRNs' first layers
+        embedding:RealEmbedding|None=None, # the real inputs' embedding, folded into the layers that read it
     ) -> tuple[Tensor, Tensor]:
         w2_flat, skip_flat, w2_grns = self.folded_first_layers(x, embedding) if embedding is not None else (None,) * 3
         xi = x if embedding is None else embedding(x)                       # (B, [T,] V, H)
