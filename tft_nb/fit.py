@@ -15,7 +15,7 @@ from .evaluate import check_series, bf16_autocast, predict, infer_batch
 from .loss import coverage
 from .calibrate import Calibration
 from .train import (TrainConfig, TrainingState, EpochProgress, GradNormStats, HISTORY_COLUMNS, Diverged,
-                          check_gradients, check_grad_norms, divergence, micro_batch_weights, train_step)
+                          check_gradients, check_grad_norms, divergence, micro_batch_weights, split_share, train_step)
 from .checkpoint import held_signals, add_to_sidecar
 from .run_folder import RunFolder, RunInterrupted, run_data
 from .device import resolve_device, check_batch_fits, keep_freed_memory
@@ -234,21 +234,24 @@ def run_epoch(state: TrainingState, data: WindowData, cfg: TrainConfig, folder: 
     if stop(): raise _stopped(signals, f"after epoch {state.epoch}", folder)
 
 # %% ../nbs/14_fit.ipynb #431bbcbb
-def pass_sizes(n: int, batch_size: int) -> list[int]:
-    "The batch sizes of a pass over `n` windows, `batch_size` at a time: the full batch, and a short last one."
-    return list(dict.fromkeys(b for b in (min(batch_size, n), n % batch_size) if b))
+def pass_sizes(n: int, batch_size: int, world: World = ALONE) -> list[int]:
+    "This rank's batch sizes in a pass over `n` windows, `batch_size` a rank at a time: a full batch, a short last one."
+    step = batch_size * world.size                                 # the windows of one step over all ranks
+    shares = (split_share(b, world.rank, world.size) or 1 for b in (min(step, n), n % step) if b)   # as shard_batches
+    return list(dict.fromkeys(shares))
 
 def warm_up(model: TemporalFusionTransformer, windows: Windows, batch_size: int, autocast: bool = False,
-            eval_windows: Windows | None = None, eval_batch_size: int = 256) -> float:
-    "Compile `model`'s graphs for the batch sizes of a pass over `windows` and `eval_windows`; weights and RNG kept."
+            eval_windows: Windows | None = None, eval_batch_size: int = 256, world: World = ALONE) -> float:
+    "Compile `model`'s graphs for this rank's batch sizes over `windows` and `eval_windows`; weights and RNG kept."
     t0, device = time.perf_counter(), windows.rows.device
     first = lambda w, b: w.batch(torch.arange(b, device=device))   # the first `b` windows of `w`
     ev = windows if eval_windows is None else eval_windows
+    ev_share = split_share(len(ev), world.rank, world.size)        # `val_loss` evaluates this rank's share
     with torch.random.fork_rng(devices=[device] if device.type == 'cuda' else []):
-        for b in pass_sizes(len(windows), batch_size):
+        for b in pass_sizes(len(windows), batch_size, world):
             with bf16_autocast(device, autocast): model(first(windows, b)).quantiles.float().sum().backward()
         model.eval()
-        for b in pass_sizes(len(ev), infer_batch(model.config, eval_batch_size)):   # as `infer` cuts its batches
+        for b in pass_sizes(ev_share, infer_batch(model.config, eval_batch_size)):   # as `infer` cuts its batches
             with torch.inference_mode(), bf16_autocast(device, autocast): model(first(ev, b))
         model.train()
     model.zero_grad(set_to_none=True)
@@ -278,7 +281,7 @@ def fit(model: TemporalFusionTransformer, data: WindowData, cfg: TrainConfig = T
                 if world is not ALONE: log.info(world_line(world, cfg.batch_size))
                 if cfg.compile:
                     model.compile(cudagraphs=device.type == 'cuda')
-                    seconds = warm_up(model, data.train, cfg.batch_size, autocast, data.val)
+                    seconds = warm_up(model, data.train, cfg.batch_size, autocast, data.val, world=world)
                     log.info(f"torch.compile: the training and evaluation graphs compiled in {seconds:.1f} s")
                 while state.epoch < cfg.epochs and not state.stopping.stopped:
                     run_epoch(state, data, cfg, folder, signals, autocast, progress, log)

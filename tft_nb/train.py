@@ -19,10 +19,10 @@ from .evaluate import bf16_autocast
 
 # %% auto #0
 __all__ = ['DEVICES', 'DOT_MIN', 'VANISHING', 'EXPLODING', 'NO_DECAY', 'HISTORY_COLUMNS', 'TrainConfig', 'check_train_config',
-           'micro_batch_weights', 'grad_norm', 'GradNormStats', 'check_grad_norms', 'param_groups', 'make_optimizer',
-           'TrainingError', 'check_optimizer', 'check_gradients', 'train_step', 'make_scheduler', 'learning_rate',
-           'set_learning_rate', 'EarlyStopping', 'EpochProgress', 'TrainingState', 'Diverged', 'nonfinite',
-           'divergence']
+           'split_share', 'micro_batch_weights', 'grad_norm', 'GradNormStats', 'check_grad_norms', 'param_groups',
+           'make_optimizer', 'TrainingError', 'check_optimizer', 'check_gradients', 'train_step', 'make_scheduler',
+           'learning_rate', 'set_learning_rate', 'EarlyStopping', 'EpochProgress', 'TrainingState', 'Diverged',
+           'nonfinite', 'divergence']
 
 # %% ../nbs/10_train.ipynb #90e70eac
 DEVICES = ('auto', 'cpu', 'cuda')   # device names: 'auto' takes CUDA when it is there
@@ -81,11 +81,13 @@ def check_train_config(cfg: TrainConfig):
         ('seed', 0 <= cfg.seed < 2**63, 'in [0, 2**63)'), ('device', cfg.device in DEVICES, one_of(DEVICES))])
 
 # %% ../nbs/10_train.ipynb #a6b20a4d
+def split_share(n: int, rank: int = 0, world: int = 1) -> int:
+    "How many of `n` items rank `rank` of `world` takes: the length of its part in `torch.tensor_split`."
+    return n // world + (rank < n % world)
+
 def micro_batch_weights(sizes: list[int], rank: int = 0, world: int = 1) -> list[float]:
     "Loss weight of rank `rank`'s share of each micro-batch of `sizes` windows: summed gradients = one batch of all."
-    total = sum(sizes)
-    share = [n // world + (rank < n % world) for n in sizes]       # torch.tensor_split's shares of n among `world`
-    return [world * k / total for k in share]
+    return [world * split_share(n, rank, world) / sum(sizes) for n in sizes]
 
 # %% ../nbs/10_train.ipynb #3f704b09
 DOT_MIN = 65536   # on the CPU, gradients of this many elements or more take a BLAS dot product
