@@ -4,7 +4,7 @@
 
 # %% ../nbs/13_device.ipynb #b19bf92d
 from __future__ import annotations
-import ctypes, os, platform
+import ctypes, gc, os, platform
 import torch
 from .checks import SettingError, check_choice
 from .windows import Windows
@@ -13,7 +13,7 @@ from .train import DEVICES
 
 # %% auto #0
 __all__ = ['M_TRIM_THRESHOLD', 'M_MMAP_THRESHOLD', 'MMAP_MAX', 'resolve_device', 'device_memory', 'build_model',
-           'activation_bytes', 'check_batch_fits', 'keep_freed_memory']
+           'activation_bytes', 'check_batch_fits', 'keep_freed_memory', 'release_freed_memory']
 
 # %% ../nbs/13_device.ipynb #9936b0f2
 def resolve_device(name: str) -> torch.device:
@@ -89,8 +89,17 @@ def check_batch_fits(model: TemporalFusionTransformer, windows: Windows, batch_s
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3   # glibc's mallopt parameter numbers (malloc.h)
 MMAP_MAX = 32 * 2**20                          # glibc's largest M_MMAP_THRESHOLD on 64-bit systems
 
+def _glibc() -> bool:
+    "Whether this process runs on glibc (Linux), whose allocator the two functions here tune."
+    return platform.system() == 'Linux' and platform.libc_ver()[0] == 'glibc'
+
 def keep_freed_memory() -> bool:
     "Have glibc keep freed memory for reuse instead of returning it to the system; False where that is not glibc."
-    if platform.system() != 'Linux' or platform.libc_ver()[0] != 'glibc': return False
+    if not _glibc(): return False
     libc = ctypes.CDLL(None)
     return bool(libc.mallopt(M_MMAP_THRESHOLD, MMAP_MAX)) & bool(libc.mallopt(M_TRIM_THRESHOLD, 2**30))
+
+def release_freed_memory() -> bool:
+    "Collect Python's garbage, then return the memory glibc holds free to the system; False where that is not glibc."
+    gc.collect()
+    return _glibc() and bool(ctypes.CDLL(None).malloc_trim(0))

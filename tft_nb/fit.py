@@ -18,7 +18,7 @@ from .train import (TrainConfig, TrainingState, EpochProgress, GradNormStats, HI
                           check_gradients, check_grad_norms, divergence, micro_batch_weights, split_share, train_step)
 from .checkpoint import held_signals, add_to_sidecar
 from .run_folder import RunFolder, RunInterrupted, run_data
-from .device import resolve_device, check_batch_fits, keep_freed_memory
+from .device import resolve_device, check_batch_fits, keep_freed_memory, release_freed_memory
 from .distributed import (World, ALONE, agree, agreed_stop, distributed, mean, own, per_rank, rank_device,
                                 rank_log, shard_batches, val_loss, world_line, wrap)
 
@@ -250,11 +250,13 @@ def warm_up(model: TemporalFusionTransformer, windows: Windows, batch_size: int,
     with torch.random.fork_rng(devices=[device] if device.type == 'cuda' else []):
         for b in pass_sizes(len(windows), batch_size, world):
             with bf16_autocast(device, autocast): model(first(windows, b)).quantiles.float().sum().backward()
+        release_freed_memory()                                         # what compiling the training graphs freed
         model.eval()
         for b in pass_sizes(ev_share, infer_batch(model.config, eval_batch_size)):   # as `infer` cuts its batches
             with torch.inference_mode(), bf16_autocast(device, autocast): model(first(ev, b))
         model.train()
     model.zero_grad(set_to_none=True)
+    release_freed_memory()                                             # and the evaluation graphs
     return time.perf_counter() - t0
 
 # %% ../nbs/14_fit.ipynb #8c4c169e
