@@ -14,7 +14,7 @@ from matplotlib.figure import Figure
 from .checks import SettingError, check_fields, check_ints, one_of
 from .windows import DataConfig, WindowData, make_windows, split_dates, _is_date
 from .model import TFTConfig
-from .evaluate import baseline_forecasts, forecast_metrics
+from .evaluate import EVAL_BATCH, baseline_forecasts, forecast_metrics
 from .calibrate import Calibration
 from .train import TrainConfig
 from .checkpoint import CheckpointError, as_json, atomic_write, deferred_interrupt, load_checkpoint, replace_together
@@ -111,7 +111,7 @@ def fold_windows(bars: pd.DataFrame, cfg: DataConfig, fold, symbols: list | None
 
 # %% ../nbs/21_backtest.ipynb #1ae2ad3d
 def fold_forecasts(model, data: WindowData, calibration: Calibration | None = None,
-                   batch_size: int = 256) -> pd.DataFrame:
+                   batch_size: int = EVAL_BATCH) -> pd.DataFrame:
     "Test forecasts of the TFT, raw and calibrated, and of each baseline: model, symbol, origin, step, q..., actual."
     raw = forecast_frame(model, data, data.test, batch_size)
     qcols = [c for c in raw.columns if c.startswith('q')]

@@ -11,7 +11,7 @@ import numpy as np, pandas as pd, torch
 from torch import Tensor
 from .checks import SettingError
 from .windows import Windows, WindowData
-from .evaluate import predict
+from .evaluate import EVAL_BATCH, predict
 
 # %% auto #0
 __all__ = ['conformal_offsets', 'Calibration', 'check_calibration', 'calibrate', 'recent_offsets', 'recalibrated']
@@ -75,7 +75,8 @@ def check_calibration(cal: Calibration, quantiles, horizon: int):
         raise SettingError(f"the calibration is for quantiles {tuple(cal.quantiles)} and {cal.offsets.shape[0]} "
                            f"steps, the model forecasts {tuple(quantiles)} and {horizon} steps")
 
-def calibrate(model, windows: Windows, batch_size: int = 256, split: str = 'val', recent: int = 250) -> Calibration:
+def calibrate(model, windows: Windows, batch_size: int = EVAL_BATCH, split: str = 'val',
+              recent: int = 250) -> Calibration:
     "The split-conformal calibration of `model` on `windows` (the validation split: not trained on)."
     pred, y = predict(model, windows, batch_size), windows.targets().cpu()
     return Calibration.fit(pred, y, model.config.quantiles, split, recent)
@@ -110,7 +111,7 @@ def _past_forecasts(model, past: Windows, windows: Windows, pred: Tensor, batch_
     return out
 
 def recalibrated(model, data: WindowData, windows: Windows, cal: Calibration, pred: Tensor | None = None,
-                 batch_size: int = 256) -> Tensor:
+                 batch_size: int = EVAL_BATCH) -> Tensor:
     "Forecasts (N, Td, Q) of `windows`, scaled, each calibrated on the outcomes of the latest `cal.recent` bars."
     pred = predict(model, windows, batch_size) if pred is None else pred
     if cal.recent < 1 or not len(windows): return cal.apply(pred)

@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 from fastcore.docments import docments
 from .checks import SettingError, UsageError
+from .evaluate import EVAL_BATCH
 from .data import DATA_NAMES, DataError
 from .windows import DataConfig
 from .model import TFTConfig
@@ -137,7 +138,7 @@ def tft_predict(checkpoint: str = 'checkpoints/tft_best', # checkpoint stem or f
                 data: str | None = None,        # DBN/CSV/Parquet bars (default: the built-in ones, for a model of them)
                 output: str = 'forecasts.csv',  # CSV file to write
                 split: str = 'future',          # future (from each symbol's last bar), or val / test (with actuals)
-                batch_size: int = 256,          # windows per batch (fewer a pass in large models)
+                batch_size: int = EVAL_BATCH,   # windows per batch (fewer a pass in large models)
                 device: str = 'auto',           # auto (CUDA if available), cpu or cuda
                 calibrate: bool = True,         # apply the checkpoint's calibration of the quantiles, if it has one
                 future: str | None = None,      # CSV/Parquet of the model's known-future columns for the next bars

@@ -13,7 +13,7 @@ if dist.is_available(): import torch.distributed.nn  # before any process group 
 from .checks import SpeltMessage
 from .windows import Windows
 from .loss import pinball
-from .evaluate import evaluate_loss, predict
+from .evaluate import EVAL_BATCH, evaluate_loss, predict
 
 # %% auto #0
 __all__ = ['TIMEOUT', 'ALONE', 'TORCHRUN_ENV', 'COLLECTIVE_FAILED', 'World', 'this_world', 'RankLost', 'distributed', 'env_rank',
@@ -182,13 +182,13 @@ def shard(windows: Windows, world: World) -> Windows:
     rows = torch.tensor_split(windows.rows, world.size)[world.rank]
     return windows.subset(rows)
 
-def loss_sums(model, windows: Windows, autocast: bool = False, batch_size: int = 256) -> Tensor:
+def loss_sums(model, windows: Windows, autocast: bool = False, batch_size: int = EVAL_BATCH) -> Tensor:
     "The summed pinball loss of `model` over `windows` and the count of its terms, in float64; (2,)."
     if not len(windows): return torch.zeros(2, dtype=torch.float64)
     loss = pinball(predict(model, windows, batch_size, autocast), windows.targets().cpu(), model.config.quantiles)
     return torch.stack([loss.double().sum(), torch.tensor(loss.numel(), dtype=torch.float64)])
 
-def val_loss(model, windows: Windows, world: World, autocast: bool = False, batch_size: int = 256) -> float:
+def val_loss(model, windows: Windows, world: World, autocast: bool = False, batch_size: int = EVAL_BATCH) -> float:
     "Mean pinball loss over `windows`, each rank evaluating its share: the summed losses and counts reduced."
     if world.size == 1: return evaluate_loss(model, windows, batch_size, autocast)
     sums = total(world, loss_sums(model, shard(windows, world), autocast, batch_size))

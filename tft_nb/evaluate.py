@@ -15,9 +15,9 @@ from .model import TFTConfig, TFTOutput
 from .loss import quantile_loss, q_risk, coverage
 
 # %% auto #0
-__all__ = ['INFER_ELEMENTS', 'BASELINES', 'check_series', 'concat_outputs', 'bf16_autocast', 'infer_batch', 'infer', 'predict',
-           'evaluate_loss', 'original_units', 'untrained_symbols', 'garch11', 'baseline_forecast', 'baseline_forecasts',
-           'forecast_metrics', 'test_metrics']
+__all__ = ['EVAL_BATCH', 'INFER_ELEMENTS', 'BASELINES', 'check_series', 'concat_outputs', 'bf16_autocast', 'infer_batch', 'infer',
+           'predict', 'evaluate_loss', 'original_units', 'untrained_symbols', 'garch11', 'baseline_forecast',
+           'baseline_forecasts', 'forecast_metrics', 'test_metrics']
 
 # %% ../nbs/08_evaluate.ipynb #02d0b9bd
 def check_series(model, windows: Windows, what: str = 'windows'):
@@ -44,6 +44,7 @@ def _float_cpu(x: Tensor | TFTOutput) -> Tensor | TFTOutput:
     if torch.is_tensor(x): return x.float().cpu()
     return TFTOutput(*(t.float().cpu() for t in vars(x).values()))
 
+EVAL_BATCH = 256          # windows per inference batch, the default of every function that runs the model on windows
 INFER_ELEMENTS = 2**22   # the most elements of one (Ve, B, Te, H) activation in an inference pass
 
 def infer_batch(config: TFTConfig, batch_size: int) -> int:
@@ -52,7 +53,7 @@ def infer_batch(config: TFTConfig, batch_size: int) -> int:
     return max(1, min(batch_size, INFER_ELEMENTS // per_window))
 
 @torch.inference_mode()
-def infer(model, windows: Windows, batch_size: int = 256, autocast: bool = False,
+def infer(model, windows: Windows, batch_size: int = EVAL_BATCH, autocast: bool = False,
           keep: Callable = lambda out: out) -> Tensor | TFTOutput:
     "What `keep` takes of the model's output for every window of `windows`, in eval mode, on the CPU."
     check_series(model, windows)
@@ -68,12 +69,12 @@ def infer(model, windows: Windows, batch_size: int = 256, autocast: bool = False
     return _float_cpu(torch.cat(outs) if torch.is_tensor(outs[0]) else concat_outputs(outs))
 
 # %% ../nbs/08_evaluate.ipynb #bd0f4162
-def predict(model, windows: Windows, batch_size: int = 256, autocast: bool = False) -> Tensor:
+def predict(model, windows: Windows, batch_size: int = EVAL_BATCH, autocast: bool = False) -> Tensor:
     "Quantile forecasts (N, Td, Q) of every window of `windows`, in scaled units, on the CPU."
     if not len(windows): return torch.empty(0, windows.horizon, len(model.config.quantiles))
     return infer(model, windows, batch_size, autocast, keep=lambda out: out.quantiles)
 
-def evaluate_loss(model, windows: Windows, batch_size: int = 256, autocast: bool = False) -> float:
+def evaluate_loss(model, windows: Windows, batch_size: int = EVAL_BATCH, autocast: bool = False) -> float:
     "Mean pinball loss of `model` over `windows`, in scaled units."
     pred = predict(model, windows, batch_size, autocast)
     return quantile_loss(pred, windows.targets().cpu(), model.config.quantiles).item()
@@ -173,7 +174,7 @@ def forecast_metrics(pred: np.ndarray, y: np.ndarray, quantiles) -> dict:
     return out
 
 # %% ../nbs/08_evaluate.ipynb #26ae2558
-def test_metrics(model, data: WindowData, batch_size: int = 256, pred: Tensor | None = None,
+def test_metrics(model, data: WindowData, batch_size: int = EVAL_BATCH, pred: Tensor | None = None,
                  calibrated: Tensor | None = None) -> pd.DataFrame:
     "Test-split metrics in original units of `model`, its `calibrated` forecasts if given, and the baselines."
     q = model.config.quantiles

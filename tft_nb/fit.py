@@ -11,7 +11,7 @@ import pandas as pd, torch
 from .checks import SettingError
 from .windows import Windows, WindowData, DataConfig
 from .model import TemporalFusionTransformer
-from .evaluate import check_series, bf16_autocast, predict, infer_batch
+from .evaluate import EVAL_BATCH, check_series, bf16_autocast, predict, infer_batch
 from .loss import coverage
 from .calibrate import Calibration
 from .train import (TrainConfig, TrainingState, EpochProgress, GradNormStats, HISTORY_COLUMNS, Diverged,
@@ -241,7 +241,7 @@ def pass_sizes(n: int, batch_size: int, world: World = ALONE) -> list[int]:
     return list(dict.fromkeys(shares))
 
 def warm_up(model: TemporalFusionTransformer, windows: Windows, batch_size: int, autocast: bool = False,
-            eval_windows: Windows | None = None, eval_batch_size: int = 256, world: World = ALONE) -> float:
+            eval_windows: Windows | None = None, eval_batch_size: int = EVAL_BATCH, world: World = ALONE) -> float:
     "Compile `model`'s graphs for this rank's batch sizes over `windows` and `eval_windows`; weights and RNG kept."
     t0, device = time.perf_counter(), windows.rows.device
     first = lambda w, b: w.batch(torch.arange(b, device=device))   # the first `b` windows of `w`

@@ -13,7 +13,7 @@ from .windows import DataConfig, Scaler, Windows, WindowData, empty_split_reason
 from .model import TFTConfig, TemporalFusionTransformer
 from .checkpoint import load_checkpoint, CheckpointError, weight_mismatch
 from .device import resolve_device
-from .evaluate import predict, original_units
+from .evaluate import EVAL_BATCH, predict, original_units
 from .calibrate import Calibration, check_calibration, recalibrated
 from .trading_calendar import future_times
 
@@ -143,7 +143,7 @@ def split_windows(bars: pd.DataFrame, side: dict, split: str, source: str = '<ba
     return wd, getattr(wd, split)
 
 # %% ../nbs/16_forecast.ipynb #f01f5ca7
-def forecast_frame(model, data: WindowData, windows: Windows, batch_size: int = 256,
+def forecast_frame(model, data: WindowData, windows: Windows, batch_size: int = EVAL_BATCH,
                    calibration: Calibration | None = None) -> pd.DataFrame:
     "Forecasts of `windows` in original units, calibrated if given: where, when, the target, its quantiles, actual."
     q, f, td = model.config.quantiles, data.features, data.spec.horizon
@@ -194,7 +194,7 @@ def _nonfinite_rows(out: pd.DataFrame, quantiles) -> str | None:
             f"{first.origin}): the inputs of those windows hold values the model cannot use")
 
 # %% ../nbs/16_forecast.ipynb #5787e4d1
-def forecast(checkpoint, bars: pd.DataFrame | None = None, split: str = 'future', batch_size: int = 256,
+def forecast(checkpoint, bars: pd.DataFrame | None = None, split: str = 'future', batch_size: int = EVAL_BATCH,
              device: str = 'auto', source: str | None = None, log: logging.Logger | None = None,
              calibrate: bool = True, future: pd.DataFrame | None = None) -> pd.DataFrame:
     "Quantile forecasts in original units from `checkpoint` for `bars` (default: the built-in data, if trained on it)."

@@ -13,7 +13,7 @@ from .checks import SettingError
 from .data import SAMPLE_SOURCE, bar_spacing, load_sample, read_ohlcv
 from .windows import DataConfig, DataSpec, PRESETS, WindowData, Windows, empty_split_reason, make_windows
 from .model import TFTConfig, TemporalFusionTransformer
-from .evaluate import infer, test_metrics
+from .evaluate import EVAL_BATCH, infer, test_metrics
 from .train import TrainConfig
 from .checkpoint import checkpoint_stem, load_checkpoint, read_sidecar, save_checkpoint
 from .run_folder import RunInterrupted
@@ -162,7 +162,7 @@ def _fitted(self: Forecaster) -> Path:
 
 @patch
 def predict(self: Forecaster, bars: pd.DataFrame | None = None, split: str = 'future',
-            future: pd.DataFrame | None = None, calibrate: bool = True, batch_size: int = 256,
+            future: pd.DataFrame | None = None, calibrate: bool = True, batch_size: int = EVAL_BATCH,
             device: str = 'auto') -> pd.DataFrame:
     "Quantile forecasts in original units of `bars` (default: those it was fitted on, or `sample_bars`)."
     bars = self.bars if bars is None else bars
