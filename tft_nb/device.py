@@ -100,6 +100,6 @@ def keep_freed_memory() -> bool:
     return bool(libc.mallopt(M_MMAP_THRESHOLD, MMAP_MAX)) & bool(libc.mallopt(M_TRIM_THRESHOLD, 2**30))
 
 def release_freed_memory() -> bool:
-    "Collect Python's garbage, then return the memory glibc holds free to the system; False where that is not glibc."
+    "Collect Python's garbage and return glibc's free memory to the system: whether any was returned (False off glibc)."
     gc.collect()
     return _glibc() and bool(ctypes.CDLL(None).malloc_trim(0))
