@@ -231,3 +231,15 @@ def test_a_bad_flag_is_refused_in_one_line(tmp_path, flags, line):
     r = torchrun('tft_train', *SMALL, *flags, '--checkpoint-dir', tmp_path / 'ck')
     assert r.returncode != 0 and r.stderr.count('tft_train: error:') == 1 and line in r.stderr, r.stderr[-3000:]
     assert not (tmp_path / 'ck').exists()
+
+
+SLOW_RANK_0 = ("import os, time; from tft_nb.cli import main_train; "
+               "time.sleep(3 * (os.environ['RANK'] == '0')); main_train()")     # tft_train, rank 0 three seconds late
+
+
+def test_a_bad_setting_is_refused_in_one_line_when_rank_1_refuses_first(tmp_path):
+    """Rank 0 starts late, so rank 1 refuses the setting first: it leaves with 0 and torchrun waits for rank 0's line
+    (a rank that exited with 2 first made torchrun stop rank 0 before it printed)."""
+    r = torchrun(sys.executable, '-c', SLOW_RANK_0, *SMALL, '--epochs', '0', '--checkpoint-dir', tmp_path / 'ck')
+    line = 'tft_train: error: --epochs must be >= 1, got 0'
+    assert r.returncode != 0 and r.stderr.count('tft_train: error:') == 1 and line in r.stderr, r.stderr[-3000:]

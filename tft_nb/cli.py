@@ -186,7 +186,7 @@ def run_command(func, parser: argparse.ArgumentParser, argv=None, aliases: dict 
         msg, code = f"interrupted; {left}", 128 + getattr(e, 'signum', signal.SIGINT)
     finally: signal.signal(signal.SIGTERM, term if term is not None else signal.SIG_DFL)
     if loud: print(f"{prog}: {msg}", file=sys.stderr)
-    sys.exit(code)
+    sys.exit(code if loud or code > 2 else 0)                         # torchrun: rank 0's status fails the job
 
 def train_parser() -> argparse.ArgumentParser:
     "The flags of `tft_train`: its own, every config's, and `ALIASES`."
