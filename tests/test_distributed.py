@@ -1,6 +1,7 @@
 """Training over several processes (issue 26): real `torchrun` jobs of two gloo processes on the CPU, each of them
 `tft_train`. Two processes train like one process with twice the batch; a killed rank ends the job; a two-process
-run stopped by SIGTERM resumes bit for bit, and in one process with a line; a bad flag is refused in one line; no
+run stopped by SIGTERM resumes bit for bit, and in one process with a line; a bad flag is refused in one line, also
+when rank 1 refuses it before rank 0 has started; no
 gloo thread of a run's process group is left when its interpreter shuts down (one process, as torchrun starts it).
 
 torchrun starts each worker in a session of its own, so killing torchrun's process group would leave them running:
