@@ -242,7 +242,7 @@ def pass_sizes(n: int, batch_size: int, world: World = ALONE) -> list[int]:
 
 def warm_up(model: TemporalFusionTransformer, windows: Windows, batch_size: int, autocast: bool = False,
             eval_windows: Windows | None = None, eval_batch_size: int = EVAL_BATCH, world: World = ALONE) -> float:
-    "Compile `model`'s graphs for this rank's batch sizes over `windows` and `eval_windows`; weights and RNG kept."
+    "Compile this rank's graphs for `windows` and `eval_windows` (freed memory handed back); weights and RNG kept."
     t0, device = time.perf_counter(), windows.rows.device
     first = lambda w, b: w.batch(torch.arange(b, device=device))   # the first `b` windows of `w`
     ev = windows if eval_windows is None else eval_windows

@@ -87,7 +87,8 @@ def split_share(n: int, rank: int = 0, world: int = 1) -> int:
 
 def micro_batch_weights(sizes: list[int], rank: int = 0, world: int = 1) -> list[float]:
     "Loss weight of rank `rank`'s share of each micro-batch of `sizes` windows: summed gradients = one batch of all."
-    return [world * split_share(n, rank, world) / sum(sizes) for n in sizes]
+    total = sum(sizes)
+    return [world * split_share(n, rank, world) / total for n in sizes]
 
 # %% ../nbs/10_train.ipynb #3f704b09
 DOT_MIN = 65536   # on the CPU, gradients of this many elements or more take a BLAS dot product
