@@ -77,24 +77,23 @@ def packed_dropout(x:Tensor, p:float) -> Tensor:
     return x * keep_mask(x.detach(), p)
 
 # %% ../nbs/03_gating.ipynb #d748d866
-_M32 = 0xFFFFFFFF   # the low 32 bits
-
 def _mix32(h:Tensor) -> Tensor:
-    "A 32-bit integer finaliser of int64 values below 2**32; every product stays below 2**63."
-    h = h ^ (h >> 16)
-    h = (h * 0x7FEB352D) & _M32
-    h = h ^ (h >> 15)
-    h = (h * 0x21F0AAAD) & _M32
-    return h ^ (h >> 16)
+    "A 32-bit integer finaliser on int32 bits: products wrap around, shifts are masked to shift in zeros."
+    h = h ^ ((h >> 16) & 0xFFFF)
+    h = h * 0x7FEB352D
+    h = h ^ ((h >> 15) & 0x1FFFF)
+    h = h * 0x21F0AAAD
+    return h ^ ((h >> 16) & 0xFFFF)
 
 def hashed_keep(shape, seed:Tensor, p:float, dtype:torch.dtype=torch.float32) -> Tensor:
     "Inverted-dropout multipliers from a hash of each element's index keyed by `seed`: 0, or 65536/(65536-k) kept."
     k = round(p * 65536)                                                   # drop when a 16-bit uniform < k
     if k >= 65536: return torch.zeros(shape, dtype=dtype, device=seed.device)
     n = math.prod(shape)
-    if n >= 2**33: raise ValueError(f"hashed_keep takes fewer than 2**33 elements, not {n}")   # pair index < 2**32
-    i = torch.arange(n, device=seed.device).view(shape)
-    h = _mix32((_mix32((i >> 1) ^ seed) + seed) & _M32)                     # one 32-bit hash per pair of elements
+    if n >= 2**31: raise ValueError(f"hashed_keep takes fewer than 2**31 elements, not {n}")   # an int32 index
+    i = torch.arange(n, dtype=torch.int32, device=seed.device).view(shape)
+    s = seed.to(torch.int32)                                               # a 31-bit seed: exact
+    h = _mix32(_mix32((i >> 1) ^ s) + s)                                   # one 32-bit hash per pair of elements
     u = (h >> ((i & 1) * 16)) & 0xFFFF                                     # its low half, or its high half
     return (u.float() >= k).to(dtype) * (65536 / (65536 - k))             # in `dtype`, as the tensor it masks
 
