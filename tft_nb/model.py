@@ -176,7 +176,8 @@ def _own_outputs(f):
 def compile(self:TemporalFusionTransformer, cudagraphs:bool=False, **kwargs):
     "torch.compile the stages before and after the LSTMs as whole graphs; `cudagraphs`: replay them as CUDA graphs."
     inductor = kwargs.get('backend', 'inductor') == 'inductor' and 'mode' not in kwargs
-    options = dict(fallback_random=True) | ({'triton.cudagraphs': True} if cudagraphs else {})
+    cpu = all(p.device.type == 'cpu' for p in self.parameters())
+    options = dict(fallback_random=True, cpp_wrapper=cpu) | ({'triton.cudagraphs': True} if cudagraphs else {})
     opts = dict(fullgraph=True) | (dict(options=options) if inductor else {}) | kwargs
     stages = [_batch_dynamic(torch.compile(f, **opts)) for f in (self.select_inputs, self.decode)]
     self.compiled = tuple(map(_own_outputs, stages) if cudagraphs else stages)
