@@ -9,7 +9,7 @@ BACKTEST = [sys.executable, '-c', 'from tft_nb.backtest import main_backtest; ma
 TINY = ['--hidden-size', '8', '--attention-heads', '2', '--lstm-layers', '1', '--encoder-length', '20',
         '--horizon', '3', '--batch-size', '256', '--device', 'cpu', '--lr-schedule', 'constant',
         '--start', '2018-06-01', '--every', '60', '--val-bars', '60', '--folds', '2']
-MODELS = ['TFT', 'TFT calibrated', 'persistence', 'rolling_mean_22', 'garch11']
+MODELS = ['TFT', 'TFT calibrated', 'persistence', 'rolling_mean_22', 'garch11', 'har', 'har_pooled']
 ENV = {**os.environ, 'PYTHONHASHSEED': '0', 'OMP_NUM_THREADS': '1'}   # one thread: the same sums in every process
 
 def _bars(tmp_path):
@@ -31,11 +31,11 @@ def test_backtest_writes_its_table(tmp_path):
     assert table[['fold', 'model']].values.tolist() == [[f, m] for f in ('1', '2', 'overall') for m in MODELS]
     assert list(table.columns) == ['fold', 'model', 'first', 'last', 'windows', 'pinball', 'q_risk_P10', 'q_risk_P50',
                                    'q_risk_P90', 'mae_P50', 'coverage_P10_P90']
-    assert table['first'].tolist()[:6] == ['2018-06-01 00:00:00+00:00'] * 5 + ['2018-08-27 00:00:00+00:00']
-    assert (table.windows == [120] * 10 + [240] * 5).all()            # 60 origins a fold, each of two symbols
+    assert table['first'].tolist()[:8] == ['2018-06-01 00:00:00+00:00'] * 7 + ['2018-08-27 00:00:00+00:00']
+    assert (table.windows == [120] * 14 + [240] * 7).all()            # 60 origins a fold, each of two symbols
     assert table.drop(columns=['fold', 'model']).notna().all().all()
     assert 'Fold 1 of 2: forecasts from 2018-06-01 to 2018-08-27' in r.stderr, r.stderr[-3000:]
-    assert 'per fold and overall' in r.stderr and 'garch11' in r.stderr.splitlines()[-1]   # the table, logged last
+    assert 'per fold and overall' in r.stderr and 'har_pooled' in r.stderr.splitlines()[-1]   # the table, logged last
     assert sorted(os.listdir(ck)) == ['backtest.csv', 'backtest.json', 'fold_001', 'fold_002']
     for f in ('fold_001', 'fold_002'):
         assert {'forecasts.csv', 'fold_metrics.csv', 'tft_best.json'} <= set(os.listdir(ck / f))

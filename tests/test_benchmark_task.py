@@ -6,7 +6,8 @@ from tft_nb.evaluate import baseline_forecast, forecast_metrics, original_units
 
 # TASK.md section 11, test scores of the baselines computed by the reference harness run_peer.py
 REFERENCE = {'persistence': (0.08364, 0.03806, 0.14135), 'rolling_mean': (0.07432, 0.03721, 0.12604),
-             'garch11': (0.07522, 0.03430, 0.12661)}
+             'garch11': (0.07522, 0.03430, 0.12661), 'har': (0.07024, 0.03407, 0.11881),
+             'har_pooled': (0.07018, 0.03409, 0.11876)}   # section 8: har_task.py's reference scores
 
 @pytest.mark.parametrize('kind', list(REFERENCE))
 def test_baselines_match_reference(kind):

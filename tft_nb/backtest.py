@@ -8,7 +8,7 @@ import hashlib, json, logging, signal
 from typing import Callable
 from dataclasses import dataclass, asdict, fields, replace
 from pathlib import Path
-import numpy as np, pandas as pd, torch
+import numpy as np, pandas as pd
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 from .checks import SettingError, check_fields, check_ints, one_of
@@ -19,8 +19,9 @@ from .calibrate import Calibration
 from .train import TrainConfig
 from .checkpoint import CheckpointError, as_json, atomic_write, deferred_interrupt, load_checkpoint, replace_together
 from .run_folder import LOCK_NAME, FolderLock, RunInterrupted, run_files
-from .device import resolve_device, build_model
-from .fit import fit, visible_log
+from .device import resolve_device
+from .fit import visible_log
+from .ensemble import Ensemble, has_run, new_models, train
 from .forecast import forecast_frame
 from .data import bar_spacing, check_bars, normalize_columns, tidy_bars
 from .cli import ALIASES, command_parser, run_command
@@ -209,7 +210,7 @@ def fold_folder(root, k: int) -> Path: return Path(root) / f'fold_{k:03d}'
 
 def final_weights(folder: Path, cfg: TrainConfig) -> dict:
     "The weights a finished fold's model ended with: its best epoch's (or, with `restore_best` off, its last)."
-    best = cfg.restore_best and (folder / 'tft_best.json').is_file()
+    best = (cfg.restore_best or cfg.ensemble > 1) and (folder / 'tft_best.json').is_file()
     return load_checkpoint(folder / ('tft_best' if best else 'tft_last'))[0]
 
 def run_fold(bars: pd.DataFrame, fold, cfg: DataConfig, model: dict, train_config: TrainConfig, symbols: list,
@@ -221,11 +222,11 @@ def run_fold(bars: pd.DataFrame, fold, cfg: DataConfig, model: dict, train_confi
         return read_forecasts(done)
     data, fcfg = fold_windows(bars, cfg, fold, symbols, source)
     tcfg = replace(train_config, checkpoint_dir=str(folder), overwrite=True)
-    resume = 'last' if (folder / 'tft_last.json').is_file() else None
-    torch.manual_seed(tcfg.seed)                                          # the model's first weights
-    net = build_model(TFTConfig(**data.spec.model_sizes(), **model), resolve_device(tcfg.device))
-    if warm is not None and resume is None: net.load_state_dict(final_weights(warm, tcfg))
-    res = fit(net, data, tcfg, fcfg, resume, log, source=f"{source}, fold {fold.fold}")
+    resume = 'last' if has_run(tcfg) else None
+    nets = new_models(TFTConfig(**data.spec.model_sizes(), **model), tcfg, resolve_device(tcfg.device))
+    if warm is not None and resume is None:
+        (Ensemble(nets) if len(nets) > 1 else nets[0]).load_state_dict(final_weights(warm, tcfg))
+    net, res = train(nets, data, tcfg, fcfg, resume, log, source=f"{source}, fold {fold.fold}")
     fc = fold_forecasts(net, data, res.calibration)
     metrics = backtest_table(fc.assign(fold=fold.fold))
     with deferred_interrupt():                                            # Ctrl-C: after the files, not between

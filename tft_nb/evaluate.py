@@ -10,14 +10,14 @@ from typing import Callable
 import numpy as np, pandas as pd, torch
 from torch import Tensor
 from .checks import SettingError, check_choice, listed
-from .windows import Windows, WindowData
+from .windows import HAR_LAGS, Windows, WindowData, trailing_means
 from .model import TFTConfig, TFTOutput
 from .loss import quantile_loss, q_risk, coverage
 
 # %% auto #0
 __all__ = ['EVAL_BATCH', 'INFER_ELEMENTS', 'BASELINES', 'check_series', 'concat_outputs', 'bf16_autocast', 'infer_batch', 'infer',
-           'predict', 'evaluate_loss', 'original_units', 'untrained_symbols', 'garch11', 'baseline_forecast',
-           'baseline_forecasts', 'forecast_metrics', 'test_metrics']
+           'predict', 'evaluate_loss', 'original_units', 'untrained_symbols', 'har_regressors', 'har_coefficients',
+           'garch11', 'baseline_forecast', 'baseline_forecasts', 'forecast_metrics', 'test_metrics']
 
 # %% ../nbs/08_evaluate.ipynb #02d0b9bd
 def check_series(model, windows: Windows, what: str = 'windows'):
@@ -101,6 +101,30 @@ def untrained_symbols(data: WindowData, windows: Windows) -> list:
     have = lambda w: set(torch.unique(w.series[w.rows]).tolist())
     return sorted(data.spec.symbols[k] for k in have(windows) - have(data.train))
 
+# %% ../nbs/08_evaluate.ipynb #5f2db73d
+def har_regressors(data: WindowData, windows: Windows) -> np.ndarray:
+    "HAR's regressors at each window's origin: 1 and the target's means over its last 1, 5 and 22 bars; (N, 4)."
+    f = data.features
+    first = np.arange(len(f)) - f.time_idx.to_numpy()                # each row's first row of its symbol
+    means = trailing_means(f[data.spec.target].to_numpy('float64'), first, HAR_LAGS)[windows.rows.cpu().numpy()]
+    return np.c_[np.ones(len(means)), means]
+
+def har_coefficients(data: WindowData, pooled: bool = False) -> np.ndarray:
+    "HAR's least-squares coefficients (S, 4, Td): per symbol on its training windows, or `pooled` over all of them."
+    tr, n_sym = data.train, len(data.spec.symbols)
+    X, Y = har_regressors(data, tr), original_units(data, tr, tr.targets().cpu())   # (N, 4), (N, Td)
+    s = tr.series[tr.rows].cpu().numpy()
+    ols = lambda keep: np.linalg.lstsq(X[keep], Y[keep], rcond=None)[0]          # (4, Td)
+    if pooled: return np.repeat(ols(np.ones(len(s), bool))[None], n_sym, axis=0)
+    nan = np.full((X.shape[1], Y.shape[1]), np.nan)                              # symbols without training windows
+    return np.stack([ols(s == k) if (s == k).any() else nan for k in range(n_sym)])
+
+def _har_terms(data: WindowData, pooled: bool) -> tuple:
+    "HAR's point forecasts by step, as the location of the residual quantiles (see `_garch_terms`)."
+    coef, same = har_coefficients(data, pooled), lambda w, x: x
+    point = lambda w: np.einsum('nl,nlt->nt', har_regressors(data, w), coef[w.series[w.rows].cpu().numpy()])
+    return point, lambda w: 1.0, same, same
+
 # %% ../nbs/08_evaluate.ipynb #9612a1e8
 def garch11(data: WindowData) -> tuple[np.ndarray, np.ndarray]:
     "GARCH(1,1) of each trained symbol's returns, fitted on its training rows: mean (R,) and variances (R, Td) by row."
@@ -136,11 +160,12 @@ def _garch_terms(data: WindowData) -> tuple:
 def baseline_forecast(data: WindowData, windows: Windows, quantiles, kind: str = 'persistence',
                       window: int = 22) -> np.ndarray:
     "Baseline forecasts (N, Td, Q) in original units: a point forecast plus training-residual quantiles."
-    check_choice('kind', kind, ('persistence', 'rolling_mean', 'garch11'))
+    check_choice('kind', kind, ('persistence', 'rolling_mean', 'garch11', 'har', 'har_pooled'))
     if none := untrained_symbols(data, windows):
         raise SettingError(f"baselines need training residuals of each symbol they forecast; {listed(none)} "
                            f"{'has' if len(none) == 1 else 'have'} no training window in this data")
     if kind == 'garch11': loc, scale, into, back = _garch_terms(data)
+    elif kind.startswith('har'): loc, scale, into, back = _har_terms(data, pooled=kind == 'har_pooled')
     else:
         n = 1 if kind == 'persistence' else min(window, data.spec.encoder_length)
         loc, scale = lambda w: _past_target(data, w, n).mean(1, keepdims=True), lambda w: 1.0   # (N, 1)
@@ -155,7 +180,8 @@ def baseline_forecast(data: WindowData, windows: Windows, quantiles, kind: str =
     sc = scale(windows)
     return back(windows, loc(windows)[:, :, None] + (sc[:, :, None] if np.ndim(sc) else sc) * rq[s])
 
-BASELINES = {'persistence': 'persistence', 'rolling_mean_22': 'rolling_mean', 'garch11': 'garch11'}
+BASELINES = {'persistence': 'persistence', 'rolling_mean_22': 'rolling_mean', 'garch11': 'garch11', 'har': 'har',
+             'har_pooled': 'har_pooled'}
 
 def baseline_forecasts(data: WindowData, windows: Windows, quantiles) -> dict:
     "Every baseline's forecasts (N, Td, Q) of `windows` in original units, by name (`BASELINES`)."

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd, torch
 from .checks import SettingError
 from .windows import Windows, WindowData, DataConfig
-from .model import TemporalFusionTransformer
+from .model import TemporalFusionTransformer, start_at_har
 from .evaluate import EVAL_BATCH, check_series, bf16_autocast, predict, infer_batch
 from .loss import coverage
 from .calibrate import Calibration
@@ -276,6 +276,7 @@ def fit(model: TemporalFusionTransformer, data: WindowData, cfg: TrainConfig = T
             state = TrainingState.begin(model, cfg, optimizer, world.rank)   # seeded; the optimizer checked
             with folder.interrupts(), held_signals() as signals:      # Ctrl-C, SIGTERM: stop after the step, saved
                 folder.restore(state, cfg.epochs)                     # the last check: a resume's state loads
+                if model.config.har_base and not model.har.fitted: start_at_har(model, data.train)   # a new model
                 state.net = wrap(model, world, device)                # DDP: rank 0's weights on every rank
                 log_configuration(log, source, data, data_config, model.config, cfg)
                 n = sum(p.numel() for p in model.parameters())

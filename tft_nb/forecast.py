@@ -11,6 +11,7 @@ from .checks import SettingError, check_choice, listed
 from .data import SAMPLE_SOURCE, DataError, load_sample, bar_spacing
 from .windows import DataConfig, Scaler, Windows, WindowData, empty_split_reason, make_windows
 from .model import TFTConfig, TemporalFusionTransformer
+from .ensemble import Ensemble
 from .checkpoint import load_checkpoint, CheckpointError, weight_mismatch
 from .device import resolve_device
 from .evaluate import EVAL_BATCH, predict, original_units
@@ -65,13 +66,21 @@ def sample_bars(side: dict, path='<checkpoint>', name: str = 'bars') -> pd.DataF
     return load_sample()
 
 # %% ../nbs/16_forecast.ipynb #f8c075c5
-def load_model(path) -> tuple[TemporalFusionTransformer, dict]:
-    "The model of checkpoint `path` (eval mode) and its sidecar."
+def _model_of(side: dict) -> TemporalFusionTransformer | Ensemble:
+    "The model a sidecar describes, with new weights: one model, or an ensemble of `side['ensemble']` of them."
+    config, k = TFTConfig.from_dict(side['model_config']), side.get('ensemble', 1)
+    if not (type(k) is int and 1 <= k <= 1000):
+        raise ValueError(f"ensemble must be a count of members in [1, 1000], got {k!r}")
+    models = [TemporalFusionTransformer(config) for _ in range(k)]
+    return models[0] if k == 1 else Ensemble(models)
+
+def load_model(path) -> tuple[TemporalFusionTransformer | Ensemble, dict]:
+    "The model (or ensemble) of checkpoint `path`, in eval mode, and its sidecar."
     weights, side, _ = load_checkpoint(path)
     if missing := [k for k in ('model_config', 'data') if k not in side]:
         raise CheckpointError(f"{path}: its sidecar has no {' or '.join(missing)} entry; "
                               "it was not written by tft_train or fit")
-    try: model = TemporalFusionTransformer(TFTConfig.from_dict(side['model_config']))
+    try: model = _model_of(side)
     except (AttributeError, TypeError, ValueError) as e:
         raise CheckpointError(f"{path}: its sidecar's model_config is malformed ({str(e).splitlines()[0]})") from None
     if why := weight_mismatch(weights, model.state_dict()):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging, signal
 from dataclasses import asdict, fields
 from pathlib import Path
-import pandas as pd, torch
+import pandas as pd
 from fastcore.basics import patch
 from .checks import SettingError
 from .data import SAMPLE_SOURCE, bar_spacing, load_sample, read_ohlcv
@@ -17,8 +17,9 @@ from .evaluate import EVAL_BATCH, infer, test_metrics
 from .train import TrainConfig
 from .checkpoint import checkpoint_stem, load_checkpoint, read_sidecar, save_checkpoint
 from .run_folder import RunInterrupted
-from .device import resolve_device, build_model
-from .fit import visible_log, fit as train_model   # `fit` is the forecaster's method
+from .device import resolve_device
+from .fit import visible_log
+from .ensemble import final_checkpoint, new_models, train
 from .distributed import agree, distributed, rank_log
 from .forecast import checkpoint_data, forecast, load_model, sample_bars, split_windows
 from .calibrate import Calibration, recalibrated
@@ -125,7 +126,7 @@ def data_columns(config: DataConfig | dict | None) -> dict:
     return (config if isinstance(config, DataConfig) else DataConfig(**(config or {}))).columns
 
 def _prepare(self: Forecaster, data) -> tuple:
-    "The bars, windows, model and data name of a run on `data`."
+    "The bars, windows, new models (one, or an ensemble's) and data name of a run on `data`."
     cfg = self.train_config
     folder = isinstance(data, (str, Path)) and Path(data).is_dir()
     if folder and Path(cfg.checkpoint_dir).resolve() == Path(data).resolve():
@@ -133,19 +134,18 @@ def _prepare(self: Forecaster, data) -> tuple:
                                      "metrics.csv would be read as bars by the next run; choose another folder")
     bars, source = load_bars(data, data_columns(self.data_config))
     wd = run_windows(bars, source, dcfg := data_config(self.data_config, bar_spacing(bars), data is None))
-    torch.manual_seed(cfg.seed)                                             # the model's first weights
-    model = build_model(TFTConfig(**wd.spec.model_sizes(), **self.model_settings), resolve_device(cfg.device))
-    return bars, wd, dcfg, model, source
+    models = new_models(TFTConfig(**wd.spec.model_sizes(), **self.model_settings), cfg, resolve_device(cfg.device))
+    return bars, wd, dcfg, models, source
 
 @patch
 def fit(self: Forecaster, data: pd.DataFrame | str | Path | None = None, resume: str | None = None,
          log: logging.Logger | None = None, report_test: bool = True) -> Forecaster:
     "Train on `data` (bars, a file or folder of them; default the built-in data) as `tft_train` does; returns it."
     with distributed(resolve_device(self.train_config.device)) as world, visible_log(rank_log(world, log)) as log:
-        bars, wd, dcfg, model, source = agree(world, _prepare, self, data)   # an error on one rank stops all
-        res = train_model(model, wd, self.train_config, dcfg, resume, log, source=source)
+        bars, wd, dcfg, models, source = agree(world, _prepare, self, data)   # an error on one rank stops all
+        model, res = train(models, wd, self.train_config, dcfg, resume, log, source=source)
         self.bars, self.data, self.data_config, self.model, self.result = bars, wd, dcfg, model, res
-        self.checkpoint = Path(res.checkpoint_dir) / ('tft_best' if self.train_config.restore_best else 'tft_last')
+        self.checkpoint = final_checkpoint(self.train_config)
         if not (world.main and report_test): return self                      # rank 0 reports
         try: self.metrics = report(model, wd, log, res.calibration)
         except KeyboardInterrupt as e:                                      # the run is whole; its report is not

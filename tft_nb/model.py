@@ -11,14 +11,14 @@ from fastcore.basics import patch
 import torch
 import torch.nn.functional as F
 from torch import nn, Tensor
-from .windows import Batch
+from .windows import HAR_LAGS, Batch, Windows
 from .checks import check_fields, check_ints
 from .gating import GateAddNorm, GatedResidualNetwork
 from .selection import RealEmbedding, VariableSelectionNetwork, StaticContexts, StaticCovariateEncoder
 from .attention import InterpretableMultiHeadAttention, causal_mask
 
 # %% auto #0
-__all__ = ['TFTConfig', 'non_crossing', 'TFTOutput', 'TemporalFusionTransformer']
+__all__ = ['TFTConfig', 'non_crossing', 'HARBase', 'quantile_steps', 'TFTOutput', 'TemporalFusionTransformer', 'start_at_har']
 
 # %% ../nbs/06_model.ipynb #8ccfe83b
 @dataclass
@@ -29,12 +29,14 @@ class TFTConfig:
     static_cardinalities: tuple = (2,)         # categories of each static input; () for no static inputs
     encoder_length: int = 60                   # Te, past steps
     horizon: int = 5                           # Td, future steps forecast
+    target_index: int = 1                      # which encoder input is the past target (the HAR base reads it)
     hidden_size: int = 256                     # H, width of every layer
     attention_heads: int = 8                   # nh, must divide hidden_size
     lstm_layers: int = 2                       # L, layers of the LSTM encoder and of the decoder (1 to 32)
     dropout: float = 0.1                       # dropout rate in GRNs, gates and between LSTM layers
     quantiles: tuple = (0.1, 0.5, 0.9)         # quantile levels forecast, strictly increasing in (0, 1)
     monotone_quantiles: bool = True            # build outputs that cannot cross (see `non_crossing`)
+    har_base: bool = False                     # forecast around a linear HAR base of the past target (`HARBase`)
 
     def __post_init__(self):
         check_ints(self)
@@ -47,6 +49,8 @@ class TFTConfig:
              lambda s: f"> {s('decoder_vars')} ({dv}): the encoder sees the known inputs and the past target"),
             ('static_cardinalities', all(c >= 1 for c in self.static_cardinalities), 'all >= 1'),
             ('encoder_length', self.encoder_length >= 1, '>= 1'), ('horizon', self.horizon >= 1, '>= 1'),
+            ('target_index', 0 <= self.target_index < self.encoder_vars - dv,
+             lambda s: f"in [0, {s('encoder_vars')} - {s('decoder_vars')}): the past target is an observed input"),
             ('hidden_size', self.hidden_size >= 1, '>= 1'), ('attention_heads', heads >= 1, '>= 1'),
             ('hidden_size', self.hidden_size % max(heads, 1) == 0,
              lambda s: f"divisible by {s('attention_heads')} ({heads})"),
@@ -59,8 +63,8 @@ class TFTConfig:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
     @classmethod
     def from_dict(cls, d:dict) -> TFTConfig:
-        "Inverse of `to_dict`."
-        return cls(**d)
+        "Inverse of `to_dict` (a sidecar written before the HAR base has none)."
+        return cls(**{'har_base': False, **d})
 
 # %% ../nbs/06_model.ipynb #a4dd77a9
 def non_crossing(z:Tensor) -> Tensor:
@@ -70,6 +74,31 @@ def non_crossing(z:Tensor) -> Tensor:
     up = mid + d[..., m+1:].cumsum(-1)                                    # (..., Q - m - 1)
     down = mid - d[..., :m].flip(-1).cumsum(-1).flip(-1)                  # (..., m)
     return torch.cat([down, mid, up], dim=-1)                             # (..., Q)
+
+# %% ../nbs/06_model.ipynb #0f80cb4f
+class HARBase(nn.Module):
+    "Linear forecasts (B, Td) from the past target's means over its last 1, 5 and 22 steps (Corsi 2009)."
+    def __init__(self, config:TFTConfig):
+        super().__init__()
+        c = config
+        self.target, self.lags = c.target_index, tuple(min(k, c.encoder_length) for k in HAR_LAGS)
+        self.coef = nn.Parameter(torch.zeros(c.horizon, 1 + len(HAR_LAGS)))   # (Td, 1 + L): intercept and slopes
+        self.spread = nn.Parameter(torch.zeros(c.horizon, len(c.quantiles)))  # (Td, Q) raw quantile offsets
+        self.register_buffer('fitted', torch.zeros(()))                     # 1 once `start_at_har` ran
+
+    def regressors(self, encoder:Tensor) -> Tensor:
+        "1 and the means of the past target over the last 1, 5 and 22 steps of `encoder` (B, Te, Ve); (B, 1 + L)."
+        y = encoder[..., self.target].float()                                  # (B, Te)
+        return torch.stack([torch.ones_like(y[:, 0]), *(y[:, -k:].mean(1) for k in self.lags)], 1)
+
+    def forward(self, encoder:Tensor) -> Tensor:
+        return (self.regressors(encoder)[:, None, :] * self.coef).sum(-1)     # (B, Td), elementwise: float32
+
+def quantile_steps(q:Tensor) -> Tensor:
+    "The raw numbers whose `non_crossing` quantiles are the non-decreasing `q` (..., Q); steps of at least 1e-6."
+    m, gaps = q.shape[-1] // 2, q.diff(dim=-1).clamp_min(1e-6)                 # (..., Q - 1)
+    raw = gaps + torch.log(-torch.expm1(-gaps))                                # softplus's inverse, ln(e^d - 1)
+    return torch.cat([raw[..., :m], q[..., m:m + 1], raw[..., m:]], dim=-1)    # (..., Q)
 
 # %% ../nbs/06_model.ipynb #b6f9622e
 @dataclass
@@ -127,6 +156,7 @@ class TemporalFusionTransformer(nn.Module):
         self.positionwise = GatedResidualNetwork(H, H, H, c.dropout)                # Eq. 21
         self.output_gate = GateAddNorm(H, H)                                        # Eq. 22, no dropout
         self.output = nn.Linear(H, len(c.quantiles))                                # Eq. 23
+        if c.har_base: self.har = HARBase(c)                                        # forecasts around HAR
         self.register_buffer('mask', causal_mask(c.horizon, c.encoder_length + c.horizon), persistent=False)
         self.compiled = None                                                        # `compile`: compiled stages
 
@@ -146,6 +176,7 @@ class TemporalFusionTransformer(nn.Module):
         delta = self.attention_gate(beta, theta[:, Te:])                            # (B, Td, H)
         psi = self.output_gate(self.positionwise(delta), phi[:, Te:])               # (B, Td, H)
         q = self.output(psi)                                                        # (B, Td, Q)
+        if self.config.har_base: q = q + self.har.spread                            # (B, Td, Q)
         return (non_crossing(q) if self.config.monotone_quantiles else q), attn
 
     def forward(self, batch:Batch) -> TFTOutput:
@@ -157,7 +188,23 @@ class TemporalFusionTransformer(nn.Module):
         h_e, state = _lstm(self.lstm_encoder, x_e, state)                           # (B, Te, H)
         h_d, _ = _lstm(self.lstm_decoder, x_d, state)                               # (B, Td, H)
         q, attn = decode(h_e, h_d, x_e, x_d, ctx.enrichment)
+        if c.har_base: q = q + self.har(batch.encoder)[..., None]                   # (B, Td, Q)
         return TFTOutput(q, ctx.weights, w_e, w_d, attn.mean(1))
+
+# %% ../nbs/06_model.ipynb #c6326ee2
+@torch.no_grad()
+def start_at_har(model:TemporalFusionTransformer, windows:Windows, batch_size:int=4096):
+    "Fit `model`'s HAR base on `windows` by least squares and zero its output layer: it then forecasts as HAR does."
+    har, q = model.har, model.config.quantiles
+    parts = [(har.regressors(b.encoder), b.target) for b in windows.batches(batch_size)]
+    X, Y = (torch.cat(t).double().cpu() for t in zip(*parts))               # (N, 1 + L), (N, Td)
+    coef = torch.linalg.lstsq(X, Y).solution                                # (1 + L, Td)
+    offsets = torch.quantile(Y - X @ coef, torch.tensor(q, dtype=X.dtype), dim=0).T   # (Td, Q) residual quantiles
+    har.coef.copy_(coef.T)
+    har.spread.copy_(quantile_steps(offsets) if model.config.monotone_quantiles else offsets)
+    model.output.weight.zero_()
+    model.output.bias.zero_()
+    har.fitted.fill_(1)
 
 # %% ../nbs/06_model.ipynb #b9b1c2a7
 def _batch_dynamic(f):

@@ -14,6 +14,7 @@ from .checks import SpeltMessage, UsageError, check_fields, check_ints, listed, 
 from .windows import Batch
 from .gating import VariableLayerNorm
 from .selection import RealEmbedding
+from .model import HARBase
 from .loss import quantile_loss
 from .evaluate import bf16_autocast
 
@@ -49,6 +50,7 @@ class TrainConfig:
     checkpoint_dir: str = 'checkpoints'      # folder of the run's checkpoints and metrics.csv
     checkpoint_frequency: int = 5            # write tft_epoch_NNN every this many epochs and at the last (0: never)
     seed: int = 42                           # seeds weights, dropout and the order of the training windows
+    ensemble: int = 1                        # models trained from seeds seed, seed + 1, ...; forecasts average them
     device: str = 'auto'                     # auto (CUDA if available), cpu or cuda
     bf16: bool = True                        # bfloat16 autocast on CUDA (ignored on the CPU)
     cpu_bf16: bool = False                   # bfloat16 autocast on the CPU (native on AVX-512 BF16 or AMX CPUs)
@@ -78,7 +80,9 @@ def check_train_config(cfg: TrainConfig):
         ('early_stopping_threshold', finite(cfg.early_stopping_threshold), '>= 0 and finite'),
         ('checkpoint_frequency', cfg.checkpoint_frequency >= 0, '>= 0'),
         ('calibration_bars', cfg.calibration_bars >= 0, '>= 0'),
-        ('seed', 0 <= cfg.seed < 2**63, 'in [0, 2**63)'), ('device', cfg.device in DEVICES, one_of(DEVICES))])
+        ('seed', 0 <= cfg.seed < 2**63, 'in [0, 2**63)'), ('ensemble', 1 <= cfg.ensemble <= 1000, 'in [1, 1000]'),
+        ('seed', cfg.seed + cfg.ensemble <= 2**63, lambda s: f"in [0, 2**63 - {s('ensemble')}]: one seed a member"),
+        ('device', cfg.device in DEVICES, one_of(DEVICES))])
 
 # %% ../nbs/10_train.ipynb #a6b20a4d
 def split_share(n: int, rank: int = 0, world: int = 1) -> int:
@@ -148,7 +152,7 @@ def check_grad_norms(s: dict, log: logging.Logger, epoch: int):
                     f"(max {s['max']:.3g}): exploding gradients; consider --grad-clip or a lower learning rate")
 
 # %% ../nbs/10_train.ipynb #9e1584b3
-NO_DECAY = (nn.LayerNorm, VariableLayerNorm, nn.Embedding, RealEmbedding)   # modules whose parameters are not decayed
+NO_DECAY = (nn.LayerNorm, VariableLayerNorm, nn.Embedding, RealEmbedding, HARBase)   # parameters not decayed
 
 def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
     "The trainable parameters in two groups: decayed, and not (biases, norms, embeddings)."

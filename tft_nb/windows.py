@@ -14,8 +14,9 @@ from .data import DataError, COLUMNS, PRICES, check_bars, normalize_columns, sus
 from .covariates import RESERVED, category_codes, check_reals, static_categories, static_values
 
 # %% auto #0
-__all__ = ['OBSERVED', 'CALENDAR', 'TARGETS', 'PRESETS', 'SPLITS', 'Batch', 'make_features', 'DataConfig', 'split_dates',
-           'assign_splits', 'Scaler', 'DataSpec', 'Windows', 'WindowData', 'make_windows', 'empty_split_reason']
+__all__ = ['OBSERVED', 'HAR_LAGS', 'HAR_INPUTS', 'CALENDAR', 'TARGETS', 'PRESETS', 'SPLITS', 'Batch', 'trailing_means',
+           'make_features', 'DataConfig', 'split_dates', 'assign_splits', 'Scaler', 'DataSpec', 'Windows', 'WindowData',
+           'make_windows', 'empty_split_reason']
 
 # %% ../nbs/02_windows.ipynb #89c304c9
 class Batch(NamedTuple):
@@ -32,7 +33,9 @@ class Batch(NamedTuple):
         return Batch(*(t.to(device, non_blocking=True) for t in self))
 
 # %% ../nbs/02_windows.ipynb #6161bfcf
-OBSERVED = ('r', 'lv', 'dv', 'rng')            # past-observed features
+OBSERVED = ('r', 'lv', 'dv', 'rng')            # past-observed features of the benchmark task
+HAR_LAGS = (1, 5, 22)                          # bars in HAR's regressors (Corsi 2009): a day, a week, a month
+HAR_INPUTS = ('lv5', 'lv22')                   # lv's 5- and 22-bar means: HAR's regressors beside lv itself
 CALENDAR = ('dow', 'month', 'day', 'hour', 'minute')  # known-future calendar features
 TARGETS = ('lv', 'r', 'close')                   # features that can be the target
 
@@ -40,6 +43,12 @@ def _calendar(ts: pd.Series) -> dict:
     "Calendar features of UTC timestamps `ts` as floats."
     return {'dow': ts.dt.day_of_week, 'month': ts.dt.month, 'day': ts.dt.day,
             'hour': ts.dt.hour, 'minute': ts.dt.minute}
+
+def trailing_means(y: np.ndarray, first: np.ndarray, lags=HAR_LAGS) -> np.ndarray:
+    "Each row's mean of its last k values of `y` for each k of `lags` (fewer from its series' `first` row); (R, L)."
+    c, end = np.r_[0.0, np.cumsum(y, dtype='float64')], np.arange(1, len(y) + 1)
+    starts = [np.maximum(end - k, first) for k in lags]              # a mean never reaches into another series
+    return np.stack([(c[end] - c[s]) / (end - s) for s in starts], axis=1)
 
 def make_features(bars: pd.DataFrame) -> pd.DataFrame:
     "Per-bar features of tidy `bars` (see table above) and its other columns, first bar of each symbol dropped."
@@ -57,6 +66,8 @@ def make_features(bars: pd.DataFrame) -> pd.DataFrame:
                       **{k: bars[k].to_numpy() for k in bars.columns if k not in COLUMNS}})   # the user's inputs
     f = f[~first].reset_index(drop=True)
     f.insert(2, 'time_idx', f.groupby('symbol').cumcount())
+    start = np.arange(len(f)) - f.time_idx.to_numpy()                # each row's first row of its symbol
+    f['lv5'], f['lv22'] = trailing_means(f.lv.to_numpy(), start, HAR_LAGS[1:]).T
     return f
 
 # %% ../nbs/02_windows.ipynb #01125cda
@@ -79,7 +90,7 @@ class DataConfig:
     def __post_init__(self):
         check_ints(self)
         self.observed, self.known, self.static = (_names(v) for v in (self.observed, self.known, self.static))
-        past, scalings = OBSERVED + ('close',), ('zscore', 'minmax')
+        past, scalings = OBSERVED + HAR_INPUTS + ('close',), ('zscore', 'minmax')
         names = self.observed + self.known + self.static
         taken = [n for n in names if n in RESERVED and n not in past]
         check_fields(self, [
@@ -109,7 +120,7 @@ class DataConfig:
     @property
     def columns(self) -> dict:
         "The inputs that are columns of the data, each with the setting that names it."
-        own = OBSERVED + ('close',) + CALENDAR
+        own = OBSERVED + HAR_INPUTS + ('close',) + CALENDAR
         return {n: k for k in ('observed', 'known', 'static') for n in getattr(self, k) if n not in own}
 
 # %% ../nbs/02_windows.ipynb #ff5425ca
