@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib, itertools, json, logging, math, signal, sys, time, warnings
 from dataclasses import dataclass, asdict
 from pathlib import Path
+from typing import Callable
 import pandas as pd, torch
 from .checks import SettingError
 from .windows import Windows, WindowData, DataConfig
@@ -263,7 +264,7 @@ def warm_up(model: TemporalFusionTransformer, windows: Windows, batch_size: int,
 def fit(model: TemporalFusionTransformer, data: WindowData, cfg: TrainConfig = TrainConfig(),
         data_config: DataConfig | None = None, resume: str | None = None, log: logging.Logger | None = None,
         progress: bool | None = None, optimizer: torch.optim.Optimizer | None = None,
-        source: str | None = None) -> FitResult:
+        source: str | None = None, on_epoch: Callable[[TrainingState], None] | None = None) -> FitResult:
     "Train `model` on `data.train`, stopping early on `data.val`; the run's files go to `cfg.checkpoint_dir`."
     device = resolve_device(cfg.device)
     with distributed(device) as world, visible_log(rank_log(world, log)) as log:
@@ -288,4 +289,5 @@ def fit(model: TemporalFusionTransformer, data: WindowData, cfg: TrainConfig = T
                     log.info(f"torch.compile: the training and evaluation graphs compiled in {seconds:.1f} s")
                 while state.epoch < cfg.epochs and not state.stopping.stopped:
                     run_epoch(state, data, cfg, folder, signals, autocast, progress, log)
+                    if on_epoch is not None: on_epoch(state)                # after the epoch is saved (a tuner)
             return finish(state, folder, cfg, log, data.val if cfg.calibrate and world.main else None)

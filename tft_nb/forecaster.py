@@ -26,7 +26,7 @@ from .calibrate import Calibration, recalibrated
 
 # %% auto #0
 __all__ = ['data_sized', 'split_settings', 'load_bars', 'default_known', 'mixed_spacing', 'data_config', 'run_windows', 'report',
-           'Forecaster', 'data_columns']
+           'Forecaster', 'data_columns', 'prepare_run']
 
 # %% ../nbs/16a_forecaster.ipynb #a321c104
 def data_sized() -> set:
@@ -125,7 +125,7 @@ def data_columns(config: DataConfig | dict | None) -> dict:
     "The data's own columns that `config` names as inputs."
     return (config if isinstance(config, DataConfig) else DataConfig(**(config or {}))).columns
 
-def _prepare(self: Forecaster, data) -> tuple:
+def prepare_run(self: Forecaster, data) -> tuple:
     "The bars, windows, new models (one, or an ensemble's) and data name of a run on `data`."
     cfg = self.train_config
     folder = isinstance(data, (str, Path)) and Path(data).is_dir()
@@ -142,7 +142,7 @@ def fit(self: Forecaster, data: pd.DataFrame | str | Path | None = None, resume:
          log: logging.Logger | None = None, report_test: bool = True) -> Forecaster:
     "Train on `data` (bars, a file or folder of them; default the built-in data) as `tft_train` does; returns it."
     with distributed(resolve_device(self.train_config.device)) as world, visible_log(rank_log(world, log)) as log:
-        bars, wd, dcfg, models, source = agree(world, _prepare, self, data)   # an error on one rank stops all
+        bars, wd, dcfg, models, source = agree(world, prepare_run, self, data)   # an error on one rank stops all
         model, res = train(models, wd, self.train_config, dcfg, resume, log, source=source)
         self.bars, self.data, self.data_config, self.model, self.result = bars, wd, dcfg, model, res
         self.checkpoint = final_checkpoint(self.train_config)
