@@ -1,6 +1,6 @@
 """tft_tune end to end: a killed study resumes without counting the killed trial, two workers share one SQLite
 study, and bad input is one line (nbs/23_tune.ipynb holds the unit tests)."""
-import os, signal, sqlite3, sys
+import os, sqlite3, sys
 import pandas as pd
 import procs
 from tft_nb.data import load_sample
