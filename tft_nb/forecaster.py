@@ -31,7 +31,7 @@ __all__ = ['data_sized', 'split_settings', 'load_bars', 'default_known', 'mixed_
 # %% ../nbs/16a_forecaster.ipynb #a321c104
 def data_sized() -> set:
     "The fields of `TFTConfig` that come from the data (`DataSpec.model_sizes`), not from settings."
-    return set(DataSpec([], [], [], [], [], '', 1, 1).model_sizes())
+    return set(DataSpec(['y'], [], [], [], [], 'y', 1, 1).model_sizes())
 
 def split_settings(settings: dict) -> tuple[dict, dict, TrainConfig]:
     "The settings of `tft_train` for `DataConfig`, `TFTConfig` and `TrainConfig`; an unknown name is an error."

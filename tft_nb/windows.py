@@ -217,8 +217,8 @@ class DataSpec:
     def model_sizes(self) -> dict:
         "The data-derived fields of `tft_nb.model.TFTConfig`."
         return dict(encoder_vars=len(self.encoder_vars), decoder_vars=len(self.decoder_vars),
-                    static_cardinalities=tuple(self.static_cardinalities),
-                    encoder_length=self.encoder_length, horizon=self.horizon)
+                    static_cardinalities=tuple(self.static_cardinalities), encoder_length=self.encoder_length,
+                    horizon=self.horizon, target_index=self.encoder_vars.index(self.target))
 
 # %% ../nbs/02_windows.ipynb #e14bce14
 class Windows:
