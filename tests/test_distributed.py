@@ -106,6 +106,24 @@ def test_two_processes_train_like_one_with_twice_the_batch(tmp_path):
     assert p.returncode == 0 and len(pd.read_csv(tmp_path / 'f.csv')) == 10, p.stderr[-2000:]
 
 
+def test_an_ensemble_trains_one_member_per_process(tmp_path):
+    """`--ensemble 2` under torchrun: each process trains one member alone (the weights of a one-process ensemble),
+    the first writes the ensemble, which forecasts."""
+    one, two = tmp_path / 'one', tmp_path / 'two'
+    args = ['--epochs', '1', *SMALL, *SHORT, '--ensemble', '2', '--batch-size', '64']
+    a = alone('tft_train', *args, '--checkpoint-dir', one)
+    b = torchrun('tft_train', *args, '--checkpoint-dir', two)
+    assert a.returncode == 0 and b.returncode == 0, a.stderr[-2000:] + b.stderr[-3000:]
+    assert 'Ensemble of 2 over 2 processes: each trains members of its own' in b.stderr, b.stderr[-3000:]
+    assert b.stderr.count('Ensemble member 1 of 2') == 1 and 'Ensemble member 2 of 2' not in b.stderr   # rank 1 quiet
+    wa, wb = _weights(one, 'tft_best'), _weights(two, 'tft_best')
+    assert wa.keys() == wb.keys() and {k.split('.')[1] for k in wb} == {'0', '1'}
+    assert max((wa[k] - wb[k]).abs().max().item() for k in wa) < 1e-5               # each member as if alone
+    assert json.loads((two / 'member_02' / 'tft_last.json').read_text())['world_size'] == 1
+    p = alone('tft_predict', '--checkpoint', two / 'tft_best', '--output', tmp_path / 'f.csv', '--device', 'cpu')
+    assert p.returncode == 0 and len(pd.read_csv(tmp_path / 'f.csv')) == 10, p.stderr[-2000:]
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(('127.0.0.1', 0))

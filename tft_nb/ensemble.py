@@ -16,13 +16,14 @@ from .evaluate import evaluate_loss, predict
 from .loss import coverage
 from .calibrate import calibrate
 from .train import TrainConfig
-from .checkpoint import CheckpointError, as_json, save_checkpoint
+from .checkpoint import CheckpointError, as_json, load_checkpoint, save_checkpoint
 from .run_folder import FolderLock, run_data
 from .device import build_model
 from .fit import FitResult, fit, visible_log
+from .distributed import World, agree, rank_log, this_world
 
 # %% auto #0
-__all__ = ['MEMBER', 'Ensemble', 'new_models', 'member_config', 'fit_ensemble', 'train', 'final_checkpoint', 'has_run']
+__all__ = ['MEMBER', 'Ensemble', 'new_models', 'member_config', 'final_checkpoint', 'has_run', 'fit_ensemble', 'train']
 
 # %% ../nbs/14a_ensemble.ipynb #b193b50b
 class Ensemble(nn.Module):
@@ -53,6 +54,15 @@ def member_config(cfg:TrainConfig, k:int) -> TrainConfig:
     "How member `k` (from 0) trains: in its own folder, from its own seed; calibrated with the others, not alone."
     folder = Path(cfg.checkpoint_dir) / MEMBER.format(k + 1)
     return replace(cfg, checkpoint_dir=str(folder), seed=cfg.seed + k, ensemble=1, calibrate=False)
+
+def final_checkpoint(cfg:TrainConfig) -> Path:
+    "The checkpoint of what a run of `cfg` ends with: its best epoch's (or its last) weights, or the ensemble."
+    return Path(cfg.checkpoint_dir) / ('tft_best' if cfg.restore_best or cfg.ensemble > 1 else 'tft_last')
+
+def has_run(cfg:TrainConfig) -> bool:
+    "Whether `cfg.checkpoint_dir` holds a run of `cfg` to resume: its tft_last, or a member's."
+    return any((Path(c.checkpoint_dir) / 'tft_last.json').is_file()
+               for c in ([cfg] if cfg.ensemble == 1 else [member_config(cfg, k) for k in range(cfg.ensemble)]))
 
 # %% ../nbs/14a_ensemble.ipynb #64cedf4d
 def _resumable(cfg:TrainConfig, k:int, resume) -> str | None:
@@ -86,28 +96,44 @@ def _save_ensemble(ens:Ensemble, data:WindowData, cfg:TrainConfig, data_config:D
     save_checkpoint(Path(cfg.checkpoint_dir) / 'tft_best', ens.state_dict(), side)
     return cal
 
+def _train_members(models:list, data:WindowData, cfg:TrainConfig, data_config, resume, log, progress, source,
+                   world:World):
+    "Train this process's members: all of them, or under torchrun members rank, rank + size, ..., each alone."
+    for k in range(world.rank, len(models), world.size):
+        mcfg = member_config(cfg, k)
+        log.info(f"Ensemble member {k + 1} of {len(models)}: seed {mcfg.seed}, in {mcfg.checkpoint_dir}")
+        fit(models[k], data, mcfg, data_config, _resumable(cfg, k, resume), log, progress, source=source,
+            alone=world.size > 1)
+
+def _members_history(cfg:TrainConfig) -> pd.DataFrame:
+    "The members' metrics.csv one after another, with a `member` column."
+    read = lambda k: pd.read_csv(Path(member_config(cfg, k).checkpoint_dir) / 'metrics.csv').assign(member=k + 1)
+    return pd.concat([read(k) for k in range(cfg.ensemble)], ignore_index=True)
+
 def fit_ensemble(models:list, data:WindowData, cfg:TrainConfig, data_config:DataConfig|None=None, resume=None,
                  log:logging.Logger|None=None, progress:bool|None=None,
                  source:str|None=None) -> tuple[Ensemble, FitResult]:
-    "Train `models` one after another, each a run of `fit` in its member folder; write them as one checkpoint."
-    root, results = Path(cfg.checkpoint_dir), []
+    "Train `models`, each a run of `fit` in its member folder (under torchrun, one per process); write them as one."
+    root, world = Path(cfg.checkpoint_dir), this_world()
     _check_resume(cfg, resume)
-    with visible_log(log or logging.getLogger('tft_nb')) as log:
-        lock = FolderLock.take(root, log)
+    with visible_log(rank_log(world, log)) as log:
+        lock = agree(world, lambda: FolderLock.take(root, log) if world.main else None)   # rank 0's error on all
         try:
-            for k, model in enumerate(models):
-                mcfg = member_config(cfg, k)
-                log.info(f"Ensemble member {k + 1} of {len(models)}: seed {mcfg.seed}, in {mcfg.checkpoint_dir}")
-                results.append(fit(model, data, mcfg, data_config, _resumable(cfg, k, resume), log, progress,
-                                   source=source))
-            ens = Ensemble(models).eval()
+            if world.size > 1: log.info(f"Ensemble of {len(models)} over {world.size} processes: each trains "
+                                        "members of its own, one at a time, alone")
+            agree(world, _train_members, models, data, cfg, data_config, resume, log, progress, source, world)
+            for k in range(len(models)):                                 # those trained by the other processes
+                if k % world.size != world.rank:
+                    models[k].load_state_dict(load_checkpoint(final_checkpoint(member_config(cfg, k)))[0])
+            ens, history = Ensemble(models).eval(), _members_history(cfg)
             val = evaluate_loss(ens, data.val)
             log.info(f"Ensemble of {len(models)}: validation loss {val:.6f} (the members' best: "
-                     f"{', '.join(f'{r.best_val_loss:.6f}' for r in results)})")
-            cal = _save_ensemble(ens, data, cfg, data_config, source, log)
-        finally: lock.release()
-    history = pd.concat([r.history.assign(member=k + 1) for k, r in enumerate(results)], ignore_index=True)
-    return ens, FitResult(history, 0, val, all(r.stopped_early for r in results), root, cal)
+                     f"{', '.join(f'{v:.6f}' for v in history.groupby('member').val_loss.min())})")
+            cal = agree(world, lambda: _save_ensemble(ens, data, cfg, data_config, source, log) if world.main else None)
+        finally:
+            if lock is not None: lock.release()
+    stopped = bool(history.groupby('member').size().lt(cfg.epochs).all())   # each member stopped before its last epoch
+    return ens, FitResult(history, 0, val, stopped, root, cal)
 
 # %% ../nbs/14a_ensemble.ipynb #5758398b
 def train(models:list, data:WindowData, cfg:TrainConfig, data_config:DataConfig|None=None, resume=None,
@@ -115,12 +141,3 @@ def train(models:list, data:WindowData, cfg:TrainConfig, data_config:DataConfig|
     "The run of `cfg` on `models` (`new_models`): `fit` of one model, `fit_ensemble` of several; (model, result)."
     if len(models) > 1: return fit_ensemble(models, data, cfg, data_config, resume, log, progress, source)
     return models[0], fit(models[0], data, cfg, data_config, resume, log, progress, source=source)
-
-def final_checkpoint(cfg:TrainConfig) -> Path:
-    "The checkpoint of what a run of `cfg` ends with: its best epoch's (or its last) weights, or the ensemble."
-    return Path(cfg.checkpoint_dir) / ('tft_best' if cfg.restore_best or cfg.ensemble > 1 else 'tft_last')
-
-def has_run(cfg:TrainConfig) -> bool:
-    "Whether `cfg.checkpoint_dir` holds a run of `cfg` to resume: its tft_last, or a member's."
-    return any((Path(c.checkpoint_dir) / 'tft_last.json').is_file()
-               for c in ([cfg] if cfg.ensemble == 1 else [member_config(cfg, k) for k in range(cfg.ensemble)]))

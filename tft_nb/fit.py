@@ -264,10 +264,12 @@ def warm_up(model: TemporalFusionTransformer, windows: Windows, batch_size: int,
 def fit(model: TemporalFusionTransformer, data: WindowData, cfg: TrainConfig = TrainConfig(),
         data_config: DataConfig | None = None, resume: str | None = None, log: logging.Logger | None = None,
         progress: bool | None = None, optimizer: torch.optim.Optimizer | None = None,
-        source: str | None = None, on_epoch: Callable[[TrainingState], None] | None = None) -> FitResult:
+        source: str | None = None, on_epoch: Callable[[TrainingState], None] | None = None,
+        alone: bool = False) -> FitResult:
     "Train `model` on `data.train`, stopping early on `data.val`; the run's files go to `cfg.checkpoint_dir`."
     device = resolve_device(cfg.device)
-    with distributed(device) as world, visible_log(rank_log(world, log)) as log:
+    processes = contextlib.nullcontext(ALONE) if alone else distributed(device)   # alone: an ensemble's member
+    with processes as world, visible_log(rank_log(world, log)) as log:
         device = rank_device(world, device)                          # under torchrun: this rank's GPU
         agree(world, _check_fit, model, data, cfg.batch_size, device)   # one rank's error stops all
         with RunFolder.shared(cfg, model, run_data(data, data_config, source), resume, log, world) as folder:   # locked
