@@ -31,8 +31,9 @@ def run(folder: Path, flags: list, seed: int, start: str, folds: int):
 
 
 def forecasts(folder: Path) -> pd.DataFrame:
-    "Every fold's forecasts of a finished backtest."
-    return pd.concat([pd.read_csv(p) for p in sorted(folder.glob('fold_*/forecasts.csv'))], ignore_index=True)
+    "Every fold's forecasts of a finished backtest, with a `fold` column."
+    read = lambda p: pd.read_csv(p).assign(fold=int(p.parent.name.split('_')[1]))
+    return pd.concat([read(p) for p in sorted(folder.glob('fold_*/forecasts.csv'))], ignore_index=True)
 
 
 def pinball(fc: pd.DataFrame) -> float:
@@ -77,16 +78,17 @@ def main():
     p.add_argument('--folds', type=int, default=2)
     p.add_argument('--score-only', action='store_true', help='score the finished backtests, train nothing')
     a = p.parse_args()
-    seeds, rows = [int(s) for s in a.seeds.split(',')], []
-    for lever in a.levers.split(','):
-        folders = [Path(a.out) / a.start / lever / f'seed{s}' for s in seeds]
-        for f, s in zip(folders, seeds):
-            if not a.score_only: run(f, LEVERS[lever], s, a.start, a.folds)
+    seeds, rows, levers = [int(s) for s in a.seeds.split(',')], [], a.levers.split(',')
+    folder = lambda lever, s: Path(a.out) / a.start / lever / f'seed{s}'
+    for lever in levers if not a.score_only else []:
+        for s in seeds: run(folder(lever, s), LEVERS[lever], s, a.start, a.folds)
+    for lever in levers:
+        folders = [folder(lever, s) for s in seeds]
         frames = [forecasts(f) for f in folders if list(f.glob('fold_*/forecasts.csv'))]
         if not frames: continue
         har = frames[0][frames[0].model == 'har_pooled']
         for k, fc in enumerate(frames):
-            for model in ("TFT", "TFT calibrated"):
+            for model in ('TFT', 'TFT calibrated'):
                 rows.append(dict(lever=lever, seed=seeds[k], model=model, **scores(fc, model, har)))
         if len(frames) > 1:
             for model in ('TFT', 'TFT calibrated'):

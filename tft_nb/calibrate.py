@@ -31,55 +31,84 @@ def _ranked(scores: Tensor, quantiles) -> Tensor:
     k = torch.tensor([min(n, math.ceil((n + 1) * q)) for q in quantiles])          # (Q,) 1-based ranks
     return scores.double().sort(dim=0).values[k - 1, :, torch.arange(len(quantiles))].T.float()
 
+def _without_median(offsets: Tensor, quantiles, median: bool = False) -> Tensor:
+    "`offsets` (..., Q), with the median level's set to 0 unless `median`: the model's median kept."
+    if median or 0.5 not in quantiles: return offsets
+    return offsets.index_fill(-1, torch.tensor([list(quantiles).index(0.5)]), 0.0)
+
 # %% ../nbs/08a_calibrate.ipynb #16f01637
 @dataclass
 class Calibration:
-    "Split-conformal offsets (Td, Q) in scaled units, and the quantile levels and windows they were fitted on."
+    "Split-conformal offsets per step and level (per symbol, or pooled) in scaled units, and what they were fitted on."
     quantiles: tuple       # levels, in the model's order
-    offsets: Tensor        # (Td, Q) added to the scaled forecasts
+    offsets: Tensor        # (Td, Q) added to the scaled forecasts, or (S, Td, Q): a table per symbol
     windows: int           # calibration windows (n)
     split: str = 'val'     # the split they came from
     recent: int = 250      # bars of latest outcomes that recalibrate each forecast (`recalibrated`); 0: never
+    median: bool = True    # the median level moves too; False: it stays the model's, only the other levels move
 
-    def apply(self, pred: Tensor) -> Tensor:
-        "Calibrated forecasts (N, Td, Q) of scaled forecasts `pred`, sorted along the quantiles."
-        if pred.shape[1:] != self.offsets.shape:
-            raise SettingError(f"the calibration is for (Td, Q) = {tuple(self.offsets.shape)}, the forecasts are "
-                               f"{tuple(pred.shape[1:])}")
-        return (pred + self.offsets.to(pred)).sort(dim=-1).values
+    @property
+    def by_symbol(self) -> bool: return self.offsets.dim() == 3
+
+    def apply(self, pred: Tensor, series: Tensor | None = None) -> Tensor:
+        "Calibrated forecasts (N, Td, Q) of scaled forecasts `pred` of windows of `series` (N,), sorted by level."
+        if pred.shape[1:] != self.offsets.shape[-2:]:
+            raise SettingError(f"the calibration is for (Td, Q) = {tuple(self.offsets.shape[-2:])}, the forecasts "
+                               f"are {tuple(pred.shape[1:])}")
+        if self.by_symbol and series is None: raise SettingError("a calibration by symbol needs the windows' series")
+        off = self.offsets[series.cpu()] if self.by_symbol else self.offsets
+        return (pred + off.to(pred)).sort(dim=-1).values
 
     @classmethod
-    def fit(cls, pred: Tensor, y: Tensor, quantiles, split: str = 'val', recent: int = 250) -> Calibration:
-        "The calibration of forecasts `pred` (N, Td, Q) against outcomes `y` (N, Td), both scaled."
-        return cls(tuple(quantiles), conformal_offsets(pred, y, quantiles), len(y), split, recent)
+    def fit(cls, pred: Tensor, y: Tensor, quantiles, split: str = 'val', recent: int = 250, median: bool = True,
+            series: Tensor | None = None, symbols: int = 0) -> Calibration:
+        "The calibration of forecasts `pred` (N, Td, Q) against outcomes `y` (N, Td), both scaled; by symbol if given."
+        pooled = _without_median(conformal_offsets(pred, y, quantiles), quantiles, median)
+        if series is None: return cls(tuple(quantiles), pooled, len(y), split, recent, median)
+        tables = [_without_median(conformal_offsets(pred[series == k], y[series == k], quantiles), quantiles, median)
+                  if (series == k).sum() >= 2 else pooled for k in range(symbols)]   # a symbol without: pooled
+        return cls(tuple(quantiles), torch.stack(tables), len(y), split, recent, median)
 
     def to_dict(self) -> dict:
         "A JSON-safe dict (for a checkpoint sidecar)."
-        return dict(method='split conformal, per quantile level and horizon step', quantiles=list(self.quantiles),
-                    offsets=self.offsets.tolist(), windows=self.windows, split=self.split, recent=self.recent)
+        how = f"split conformal, per quantile level and horizon step{', per symbol' if self.by_symbol else ''}"
+        return dict(method=how, quantiles=list(self.quantiles), offsets=self.offsets.tolist(), windows=self.windows,
+                    split=self.split, recent=self.recent, median=self.median)
 
     @classmethod
     def from_dict(cls, d: dict) -> Calibration:
         "The calibration stored by `to_dict`."
         off = torch.tensor(d['offsets'], dtype=torch.float32)
-        if off.dim() != 2 or off.shape[1] != len(d['quantiles']) or not torch.isfinite(off).all():
-            raise ValueError(f"calibration offsets must be a finite (Td, Q) table, got shape {tuple(off.shape)}")
+        if off.dim() not in (2, 3) or off.shape[-1] != len(d['quantiles']) or not torch.isfinite(off).all():
+            raise ValueError(f"calibration offsets must be a finite (Td, Q) or (S, Td, Q) table, got shape "
+                             f"{tuple(off.shape)}")
         recent = int(d.get('recent', 0))
         if recent < 0: raise ValueError(f"calibration recent must be >= 0, got {recent}")
-        return cls(tuple(float(x) for x in d['quantiles']), off, int(d['windows']), d.get('split', 'val'), recent)
+        median = d.get('median', True)
+        if not isinstance(median, bool): raise ValueError(f"calibration median must be true or false, got {median!r}")
+        return cls(tuple(float(x) for x in d['quantiles']), off, int(d['windows']), d.get('split', 'val'), recent,
+                   median)
 
 # %% ../nbs/08a_calibrate.ipynb #132b7994
-def check_calibration(cal: Calibration, quantiles, horizon: int):
-    "Refuse a calibration fitted for other quantile levels or another horizon than the model's."
-    if tuple(cal.quantiles) != tuple(quantiles) or cal.offsets.shape[0] != horizon:
-        raise SettingError(f"the calibration is for quantiles {tuple(cal.quantiles)} and {cal.offsets.shape[0]} "
-                           f"steps, the model forecasts {tuple(quantiles)} and {horizon} steps")
+def check_calibration(cal: Calibration, quantiles, horizon: int, symbols: int | None = None):
+    "Refuse a calibration fitted for other quantile levels, another horizon or other symbols than the model's."
+    steps = cal.offsets.shape[-2]
+    if tuple(cal.quantiles) != tuple(quantiles) or steps != horizon:
+        raise SettingError(f"the calibration is for quantiles {tuple(cal.quantiles)} and {steps} steps, the model "
+                           f"forecasts {tuple(quantiles)} and {horizon} steps")
+    if cal.by_symbol and symbols is not None and len(cal.offsets) != symbols:
+        raise SettingError(f"the calibration is for {len(cal.offsets)} symbols, the model forecasts {symbols}")
 
-def calibrate(model, windows: Windows, batch_size: int = EVAL_BATCH, split: str = 'val',
-              recent: int = 250) -> Calibration:
+def _series(windows: Windows) -> Tensor:
+    "The series (symbol) index of each window, on the CPU."
+    return windows.series[windows.rows].cpu()
+
+def calibrate(model, windows: Windows, batch_size: int = EVAL_BATCH, split: str = 'val', recent: int = 250,
+              median: bool = True, by_symbol: bool = False) -> Calibration:
     "The split-conformal calibration of `model` on `windows` (the validation split: not trained on)."
-    pred, y = predict(model, windows, batch_size), windows.targets().cpu()
-    return Calibration.fit(pred, y, model.config.quantiles, split, recent)
+    pred, y, card = predict(model, windows, batch_size), windows.targets().cpu(), model.config.static_cardinalities
+    series = _series(windows) if by_symbol and card else None
+    return Calibration.fit(pred, y, model.config.quantiles, split, recent, median, series, card[0] if card else 0)
 
 # %% ../nbs/08a_calibrate.ipynb #71c6bb2c
 def recent_offsets(scores: Tensor, ends: np.ndarray, at: np.ndarray, quantiles, bars: int,
@@ -114,12 +143,20 @@ def recalibrated(model, data: WindowData, windows: Windows, cal: Calibration, pr
                  batch_size: int = EVAL_BATCH) -> Tensor:
     "Forecasts (N, Td, Q) of `windows`, scaled, each calibrated on the outcomes of the latest `cal.recent` bars."
     pred = predict(model, windows, batch_size) if pred is None else pred
-    if cal.recent < 1 or not len(windows): return cal.apply(pred)
+    series = _series(windows)
+    if cal.recent < 1 or not len(windows): return cal.apply(pred, series)
     past = data.val.subset(torch.cat([data.val.rows, data.test.rows]))
     at, ends = _bar_times(data, windows.rows), _bar_times(data, past.rows + past.horizon)
     keep = torch.from_numpy(ends <= at.max())                            # outcomes after every origin: never used
     past = past.subset(past.rows[keep])
     scores = (past.targets().cpu()[..., None] - _past_forecasts(model, past, windows, pred, batch_size) if len(past)
               else torch.empty(0))
-    off = recent_offsets(scores, ends[keep.numpy()], at, cal.quantiles, cal.recent, cal.offsets)
-    return (pred + off).sort(dim=-1).values
+    ends, past_series, q = ends[keep.numpy()], _series(past), cal.quantiles
+    if not cal.by_symbol: off = recent_offsets(scores, ends, at, q, cal.recent, cal.offsets)
+    else:                                                                # each symbol on its own outcomes
+        off = torch.empty_like(pred)
+        for k in series.unique().tolist():
+            mine, theirs = series == k, (past_series == k).numpy()
+            off[mine] = recent_offsets(scores[torch.from_numpy(theirs)] if len(past) else scores, ends[theirs],
+                                       at[mine.numpy()], q, cal.recent, cal.offsets[k])
+    return (pred + _without_median(off, q, cal.median)).sort(dim=-1).values

@@ -85,12 +85,13 @@ def _check_resume(cfg:TrainConfig, resume):
 def _save_ensemble(ens:Ensemble, data:WindowData, cfg:TrainConfig, data_config:DataConfig|None, source:str|None,
                    log:logging.Logger):
     "Calibrate the ensemble on the validation split (if `cfg.calibrate`) and write it as the run's `tft_best`."
-    cal = calibrate(ens, data.val, recent=cfg.calibration_bars) if cfg.calibrate else None
+    cal = calibrate(ens, data.val, recent=cfg.calibration_bars, median=cfg.calibrate_median,
+                    by_symbol=cfg.calibrate_by_symbol) if cfg.calibrate else None
     if cal is not None:
         pred, y = predict(ens, data.val), data.val.targets().cpu()
         band = lambda p: f"{coverage(p, y).item():.1%}"
         log.info(f"Calibrated the ensemble on the {len(y)} validation windows (split conformal): its band held "
-                 f"{band(pred)} of them, calibrated {band(cal.apply(pred))}")
+                 f"{band(pred)} of them, calibrated {band(cal.apply(pred, data.val.series[data.val.rows].cpu()))}")
     side = dict(model_config=ens.config.to_dict(), ensemble=len(ens.members), data=run_data(data, data_config, source),
                 train_config=as_json(asdict(cfg)), calibration=None if cal is None else cal.to_dict())
     save_checkpoint(Path(cfg.checkpoint_dir) / 'tft_best', ens.state_dict(), side)

@@ -160,17 +160,19 @@ def _predicted_with(model, weights: dict, windows: Windows, own_pred: torch.Tens
     finally: model.load_state_dict(own)
 
 def calibrate_run(state: TrainingState, folder: RunFolder, val: Windows, log: logging.Logger,
-                  recent: int = 250) -> dict:
+                  cfg: TrainConfig = TrainConfig()) -> dict:
     "Calibrate the last weights and the best on `val`, each stored in its checkpoint's sidecar; {stem: Calibration}."
     model, q, y, cals = state.model, state.model.config.quantiles, val.targets().cpu(), {}
+    card, series = model.config.static_cardinalities, val.series[val.rows].cpu()
+    by = dict(series=series, symbols=card[0]) if cfg.calibrate_by_symbol and card else {}
     band = lambda p: f"{coverage(p, y).item():.1%}"
     preds = {'tft_last': predict(model, val)}
     if folder.best is not None: preds['tft_best'] = _predicted_with(model, folder.best, val, preds['tft_last'])
     for stem, pred in preds.items():
-        cals[stem] = Calibration.fit(pred, y, q, recent=recent)
+        cals[stem] = Calibration.fit(pred, y, q, recent=cfg.calibration_bars, median=cfg.calibrate_median, **by)
         if _this_run(folder, stem): add_to_sidecar(folder.path / stem, calibration=cals[stem].to_dict())
         log.info(f"Calibrated {stem} on the {len(val)} validation windows (split conformal): its P{q[0] * 100:g}-"
-                 f"P{q[-1] * 100:g} band held {band(pred)} of them, calibrated {band(cals[stem].apply(pred))}")
+                 f"P{q[-1] * 100:g} band held {band(pred)} of them, calibrated {band(cals[stem].apply(pred, series))}")
     return cals
 
 def finish(state: TrainingState, folder: RunFolder, cfg: TrainConfig, log: logging.Logger,
@@ -178,7 +180,7 @@ def finish(state: TrainingState, folder: RunFolder, cfg: TrainConfig, log: loggi
     "End a run: its closing line, calibrations (if `val`), the best weights restored, the model in eval mode."
     stop = state.stopping
     if stop.best_epoch >= 0: log.info(stop.summary())
-    cals = calibrate_run(state, folder, val, log, cfg.calibration_bars) if val is not None else {}
+    cals = calibrate_run(state, folder, val, log, cfg) if val is not None else {}
     best = cfg.restore_best and folder.best is not None
     if best: state.model.load_state_dict(folder.best)
     state.model.eval()

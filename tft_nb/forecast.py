@@ -177,7 +177,8 @@ def checkpoint_calibration(side: dict, model, path='<checkpoint>') -> Calibratio
     except (AttributeError, KeyError, TypeError, ValueError) as e:
         raise CheckpointError(f"{path}: its sidecar's calibration entry is malformed ({type(e).__name__}: {e}); "
                               "it was not written by fit, or was edited") from None
-    try: check_calibration(cal, model.config.quantiles, model.config.horizon)
+    card = model.config.static_cardinalities
+    try: check_calibration(cal, model.config.quantiles, model.config.horizon, card[0] if card else None)
     except SettingError as e: raise CheckpointError(f"{path}: {e}") from None
     return cal
 

@@ -145,7 +145,8 @@ class FolderLock:
 
 # %% ../nbs/12_run_folder.ipynb #e4b64a79
 RESUME_MAY_CHANGE = ('epochs', 'checkpoint_dir', 'checkpoint_frequency', 'device', 'bf16', 'cpu_bf16', 'compile',
-                     'verbose', 'overwrite', 'restore_best', 'calibrate', 'calibration_bars')
+                     'verbose', 'overwrite', 'restore_best', 'calibrate', 'calibration_bars', 'calibrate_by_symbol',
+                     'calibrate_median')
 
 def resume_stem(resume, folder) -> Path:
     "The checkpoint that `resume` names: 'last' is `folder`/tft_last, anything else a checkpoint's stem or file."
@@ -196,7 +197,8 @@ def _check_same_run(stem: Path, side: dict, cfg: TrainConfig, model_config: TFTC
     "Refuse a checkpoint whose run had other settings or other training bars than this one."
     sd, nd = side.get('data', {}), as_json(data)
     try:
-        saved = {**side.get('model_config', {}), 'static': [], **(sd.get('config') or {}), 'relative': [],
+        older = dict(har_base=False, target_index=model_config.target_index, ensemble=1)   # before the HAR base
+        saved = {**older, **side.get('model_config', {}), 'static': [], **(sd.get('config') or {}), 'relative': [],
                  'categories': {}, **sd.get('spec', {}), **side.get('train_config', {})}   # older runs: none of these
         change = _scaler_change(sd['scaler'], nd['scaler'])
     except (AttributeError, KeyError, TypeError, ValueError) as e:   # a sidecar edited by hand

@@ -47,6 +47,8 @@ class TrainConfig:
     restore_best: bool = True                # end with the best epoch's weights (else the last epoch's)
     calibrate: bool = True                   # calibrate the quantiles on the validation split when training ends
     calibration_bars: int = 250              # then recalibrate each forecast on the latest this many bars (0: never)
+    calibrate_by_symbol: bool = True         # one calibration per symbol (on its own validation windows), not pooled
+    calibrate_median: bool = True            # calibration moves the median too (else only the band around it)
     checkpoint_dir: str = 'checkpoints'      # folder of the run's checkpoints and metrics.csv
     checkpoint_frequency: int = 5            # write tft_epoch_NNN every this many epochs and at the last (0: never)
     seed: int = 42                           # seeds weights, dropout and the order of the training windows
