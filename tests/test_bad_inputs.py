@@ -109,6 +109,8 @@ TRAIN_FLAGS = [
     ('quantiles-text', '--quantiles low,high', ('--quantiles', 'low,high')),
     ('quantiles-none', "--quantiles ''", ('--quantiles',)),
     ('quantiles-nan', '--quantiles nan', ('--quantiles', 'nan')),
+    ('quantiles-empty-item', '--quantiles 0.1,,0.9', ('--quantiles', "'0.1,,0.9'", 'empty item')),
+    ('observed-trailing-comma', '--observed r,lv,', ('--observed', "'r,lv,'", 'empty item')),
     ('monotone-value', '--monotone-quantiles=no', ('--monotone-quantiles', 'no')),
     ('epochs-zero', '--epochs 0', ('--epochs', '>= 1')),
     ('epochs-negative', '--epochs -1', ('--epochs', '>= 1')),

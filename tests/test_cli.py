@@ -1,5 +1,5 @@
 "End-to-end tests of the console scripts: a short run, forecasts, one-line errors, and a killed run resumed exactly."
-import json, os, re, shutil, signal, subprocess
+import json, os, re, shutil, signal, socket, stat, subprocess, threading
 from pathlib import Path
 import numpy as np, pandas as pd, pytest, torch
 from safetensors.torch import load_file
@@ -481,3 +481,34 @@ def test_help_lists_every_setting_with_its_comment():
             assert '--' + f.name.replace('_', '-') in text, f.name
             assert ' '.join(comments[f.name].split()) in text, (f.name, comments[f.name])
     for flag in ('--use-gpu', '--fp32', '--data', '--resume'): assert flag in text, flag
+
+def test_predict_never_replaces_a_special_file(one_run, tmp_path):
+    """--output '-', /dev/stdout, a FIFO or a character device is written into as a stream, never replaced by a
+    regular file; a socket is refused in one line (issue 51, item 1)."""
+    ck = ['--checkpoint', str(one_run / 'tft_best')]
+    for out in ('-', '/dev/stdout'):
+        r = run('tft_predict', *ck, '--output', out)
+        assert r.returncode == 0 and r.stdout.startswith('symbol,origin,step,ts_event'), r.stderr[-2000:]
+        assert len(r.stdout.splitlines()) == 11                             # the header, 5 steps of 2 symbols
+    r = run('tft_predict', *ck, '--output', '/dev/null')
+    assert r.returncode == 0 and stat.S_ISCHR(os.stat('/dev/null').st_mode), r.stderr[-2000:]
+    fifo, got = tmp_path / 'pipe', []
+    os.mkfifo(fifo)
+    reader = threading.Thread(target=lambda: got.append(fifo.read_text()))
+    reader.start()
+    r = run('tft_predict', *ck, '--output', str(fifo))
+    reader.join()
+    assert r.returncode == 0 and stat.S_ISFIFO(os.stat(fifo).st_mode), r.stderr[-2000:]
+    assert got[0].startswith('symbol,origin,step') and len(got[0].splitlines()) == 11
+    with socket.socket(socket.AF_UNIX) as s:
+        s.bind(str(tmp_path / 'sock'))
+        line = _one_line(run('tft_predict', *ck, '--output', str(tmp_path / 'sock')), 'tft_predict')
+    assert 'is a socket or other special file, not a file' in line, line
+
+
+def test_predict_writes_the_longest_name(one_run, tmp_path):
+    "An output name as long as the file system allows is written; its hidden temporary is cut to fit (item 2)."
+    out = tmp_path / ('f' * (os.pathconf(tmp_path, 'PC_NAME_MAX') - 4) + '.csv')
+    r = run('tft_predict', '--checkpoint', str(one_run / 'tft_best'), '--output', str(out))
+    assert r.returncode == 0 and len(pd.read_csv(out)) == 10, r.stderr[-2000:]
+    assert [p.name for p in tmp_path.iterdir()] == [out.name]

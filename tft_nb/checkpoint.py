@@ -30,9 +30,15 @@ def checkpoint_stem(path) -> Path:
     return p
 
 # %% ../nbs/11_checkpoint.ipynb #b6bfb5b7
+def _name_max(folder: Path) -> int:
+    "The longest file name the file system of `folder` takes (255 where it does not say)."
+    try: return os.pathconf(folder, 'PC_NAME_MAX')
+    except (OSError, ValueError): return 255
+
 def _beside(real: Path, suffix: str) -> Path:
-    "A new hidden name in the folder of `real`: `.name.<random>suffix`."
-    return real.with_name(f'.{real.name}.{os.urandom(6).hex()}{suffix}')
+    "A new hidden name in the folder of `real`: `.name.<random>suffix`, the name cut where the limit needs it."
+    tail = f'.{os.urandom(6).hex()}{suffix}'
+    return real.with_name(f'.{real.name[:_name_max(real.parent) - 1 - len(tail)]}{tail}')
 
 def _named(e: OSError, path) -> OSError: return OSError(e.errno, e.strerror, str(path))   # names `path`
 

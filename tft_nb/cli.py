@@ -4,7 +4,7 @@
 
 # %% ../nbs/17_cli.ipynb #bc0eceb5
 from __future__ import annotations
-import argparse, inspect, logging, signal, sys
+import argparse, inspect, logging, os, signal, stat, sys
 from pathlib import Path
 import pandas as pd
 from fastcore.docments import docments
@@ -23,7 +23,8 @@ from .forecaster import Forecaster, data_sized, load_bars
 
 # %% auto #0
 __all__ = ['ALIASES', 'UNITS', 'setting_entries', 'add_setting', 'command_parser', 'read_flags', 'flag_speller', 'tft_train',
-           'output_clash', 'read_table', 'tft_predict', 'run_command', 'train_parser', 'main_train', 'main_predict']
+           'output_kind', 'write_output', 'output_clash', 'read_table', 'tft_predict', 'run_command', 'train_parser',
+           'main_train', 'main_predict']
 
 # %% ../nbs/17_cli.ipynb #46032dde
 ALIASES = {   # flags that are no setting's name: each sets a setting to a value
@@ -41,11 +42,16 @@ def setting_entries(source, skip=()) -> dict:
 def _comma_list(default: tuple):
     "A parser of 'a,b,c' into a tuple, of floats where `default` holds numbers."
     numbers = bool(default) and all(isinstance(x, (int, float)) for x in default)
+    such = f", such as {','.join(map(str, default))}" if default else ''
     def parse(text: str) -> tuple:
-        items = tuple(x.strip() for x in text.split(',') if x.strip())
+        parts = [x.strip() for x in text.split(',')]
+        items = tuple(x for x in parts if x)
+        if items and len(items) < len(parts):                    # '0.1,,0.9' or 'r,lv,': an item left out
+            raise argparse.ArgumentTypeError(f"expected values separated by single commas{such}, got {text!r}, "
+                                             "which has an empty item")
         try: return tuple(float(x) for x in items) if numbers else items
-        except ValueError: raise argparse.ArgumentTypeError(f"expected numbers separated by commas, such as "
-                                                            f"{','.join(map(str, default))}, got {text!r}") from None
+        except ValueError: raise argparse.ArgumentTypeError(f"expected numbers separated by commas{such}, "
+                                                            f"got {text!r}") from None
     return parse
 
 def add_setting(group, name: str, e: dict):
@@ -114,6 +120,24 @@ def tft_train(data: str | None = None,    # DBN/CSV/Parquet file or folder of ba
 UNITS = {'lv': "natural log of the bar's Garman-Klass volatility", 'r': "the bar's log return (close to close)",
          'close': "price: the bar's close, in the data's currency"}
 
+def output_kind(output) -> str:
+    "How forecasts go to `output`: 'stdout' ('-'), 'stream' (into a pipe or a character device), or 'file' (replaced)."
+    if str(output) == '-': return 'stdout'
+    try: mode = os.stat(output).st_mode                  # through links: /dev/stdout is a link to a pipe or a terminal
+    except FileNotFoundError: return 'file'
+    if stat.S_ISREG(mode): return 'file'
+    if stat.S_ISFIFO(mode) or stat.S_ISCHR(mode): return 'stream'
+    what = 'folder' if stat.S_ISDIR(mode) else 'block device' if stat.S_ISBLK(mode) else 'socket or other special file'
+    raise SettingError(lambda s: f"{s('output')} {output} is a {what}, not a file: forecasts replace a file whole, and "
+                                 "stream only into a pipe, a terminal or '-' (standard output)")
+
+def write_output(output, data: bytes):
+    "Write `data` to `output`: all of it or the old file; as a stream into '-', a pipe or a character device."
+    kind = output_kind(output)
+    if kind == 'file': return atomic_write(output, data)   # never over something that is not a regular file
+    with (open(sys.stdout.fileno(), 'wb', closefd=False) if kind == 'stdout' else open(output, 'wb')) as f:
+        f.write(data)
+
 def output_clash(output, data, checkpoint) -> str | None:
     "What writing forecasts to `output` would destroy: the data file, the next read of the data folder, a run's file."
     out = Path(output).resolve()
@@ -136,7 +160,7 @@ def read_table(path) -> pd.DataFrame:
 # %% ../nbs/17_cli.ipynb #8bdb909c
 def tft_predict(checkpoint: str = 'checkpoints/tft_best', # checkpoint stem or file (default: the default run's best)
                 data: str | None = None,        # DBN/CSV/Parquet bars (default: the built-in ones, for a model of them)
-                output: str = 'forecasts.csv',  # CSV file to write
+                output: str = 'forecasts.csv',  # CSV file to write ('-': standard output)
                 split: str = 'future',          # future (from each symbol's last bar), or val / test (with actuals)
                 batch_size: int = EVAL_BATCH,   # windows per batch (fewer a pass in large models)
                 device: str = 'auto',           # auto (CUDA if available), cpu or cuda
@@ -149,6 +173,7 @@ def tft_predict(checkpoint: str = 'checkpoints/tft_best', # checkpoint stem or f
         if Path(output).is_dir():
             raise SettingError(lambda s: f"{s('output')} {output} is a folder; give a file name such as "
                                          f"{Path(output) / 'forecasts.csv'}")
+        kind = output_kind(output)
         if not (near := next(p for p in Path(output).absolute().parents if p.exists())).is_dir():
             raise SettingError(lambda s: f"{s('output')} {output} is inside {near}, a file, not a folder; write the "
                                          "forecasts elsewhere")
@@ -158,12 +183,12 @@ def tft_predict(checkpoint: str = 'checkpoints/tft_best', # checkpoint stem or f
         else: bars, source = load_bars(data, checkpoint_data(read_sidecar(checkpoint), checkpoint)[0].columns)
         ahead = read_table(future) if future is not None else None
         out = forecast(checkpoint, bars, split, batch_size, device, source, log, calibrate, ahead)
-        Path(output).parent.mkdir(parents=True, exist_ok=True)
+        if kind == 'file': Path(output).parent.mkdir(parents=True, exist_ok=True)
         out.insert(out.columns.get_loc('target') + 1, 'units', out.target.map(UNITS))
-        atomic_write(output, out.to_csv(index=False, float_format='%.6g').encode())   # all of it, or the old file
-        steps = out.step.nunique()
+        write_output(output, out.to_csv(index=False, float_format='%.6g').encode())
+        steps, to = out.step.nunique(), 'standard output' if kind == 'stdout' else output
         log.info(f"Wrote {_counted(len(out), 'forecast')} ({_counted(steps, 'step')} from each of "
-                 f"{_counted(len(out) // steps, 'origin')}, {_counted(out.symbol.nunique(), 'symbol')}) to {output}")
+                 f"{_counted(len(out) // steps, 'origin')}, {_counted(out.symbol.nunique(), 'symbol')}) to {to}")
         return out
 
 # %% ../nbs/17_cli.ipynb #71adf679
