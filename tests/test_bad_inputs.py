@@ -11,7 +11,7 @@ The cases run in tests/corpus_runner.py, a fork server: one interpreter imports 
 case, where an interpreter per case would spend minutes importing torch. `test_fork_server_is_faithful` runs three
 cases as the real console scripts and compares."""
 from __future__ import annotations
-import hashlib, json, os, shlex, shutil, stat, subprocess, sys, tempfile
+import gzip, hashlib, json, os, shlex, shutil, stat, subprocess, sys, tempfile
 from contextlib import ExitStack
 from functools import lru_cache
 from pathlib import Path
@@ -374,6 +374,9 @@ DATA = [
     ('dbn-zst-of-cut-dbn', 'inner.dbn.zst', dbn_file(lambda b: b[:-5], compress=True), ('truncated DBN',), 'tp'),
     ('dir-named-csv', 'x.csv', lambda p: p.mkdir(), ('no data files',), 'tp'),
     ('broken-link', 'gone.csv', lambda p: os.symlink('nothing-here.csv', p), ('no such file',), 'tp'),
+    ('link-loop', 'loop.csv', lambda p: os.symlink(p.name, p), ('cannot be read', 'symbolic links'), 'tp'),
+    ('dbn-zst-bomb', 'bomb.dbn.zst', raw(zstd(bytes(2**24)) * 64), ('unknown format',), 'tp'),
+    ('csv-gz-bomb', 'bomb.csv.gz', raw(gzip.compress(bytes(2**24), 9) * 64), ('unknown format',), 'tp'),
     ('fifo', 'pipe.csv', fifo, ('not a regular file',), 'tp'),
     ('folder-empty', 'data', folder(), ('no data files',), 'tp'),
     ('folder-no-bar-files', 'data', folder(**{'README.md': raw(b'bars'), 'metadata.json': raw(b'{}')}),

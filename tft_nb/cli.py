@@ -15,7 +15,7 @@ from .windows import DataConfig
 from .model import TFTConfig
 from .train import TrainConfig, Diverged
 from .checkpoint import atomic_write, read_sidecar
-from .run_folder import RunInterrupted, run_files
+from .run_folder import Interrupted, RunInterrupted, run_files
 from .fit import FitResult, visible_log
 from .distributed import RankLost, env_rank
 from .forecast import checkpoint_data, forecast
@@ -140,13 +140,14 @@ def write_output(output, data: bytes):
 
 def output_clash(output, data, checkpoint) -> str | None:
     "What writing forecasts to `output` would destroy: the data file, the next read of the data folder, a run's file."
-    out = Path(output).resolve()
+    out = Path(os.path.realpath(output))                 # realpath: a loop of links is no error here
     if data is not None:
-        d = Path(data).resolve()
+        d = Path(os.path.realpath(data))
         if out == d: return "is the --data file"
         if d.is_dir() and out.parent == d and DATA_NAMES.search(out.name):
             return "is in the --data folder, where the next run would read it as bars"
-    if out in [p.resolve() for p in run_files(Path(checkpoint).parent)]: return "is a file of the checkpoint's run"
+    if out in [Path(os.path.realpath(p)) for p in run_files(Path(checkpoint).parent)]:
+        return "is a file of the checkpoint's run"
 
 def _counted(k: int, thing: str) -> str: return f"{k} {thing}{'s' * (k != 1)}"
 
@@ -192,7 +193,7 @@ def tft_predict(checkpoint: str = 'checkpoints/tft_best', # checkpoint stem or f
         return out
 
 # %% ../nbs/17_cli.ipynb #71adf679
-def _terminated(sig, frame): raise RunInterrupted('nothing was written', sig)   # SIGTERM, as Ctrl-C is
+def _terminated(sig, frame): raise Interrupted(sig)   # SIGTERM, as Ctrl-C is: a run says what it kept
 
 def run_command(func, parser: argparse.ArgumentParser, argv=None, aliases: dict = {}, renamed: dict = {}):
     "Run `func` with the flags of `argv`: one line for an error (status 2), a failed run (1), an interrupt (130, 143)."

@@ -4,7 +4,7 @@
 
 # %% ../nbs/01_data.ipynb #4544bcd4
 from __future__ import annotations
-import gzip, importlib.util, io, logging, re, struct, zlib
+import importlib.util, io, logging, re, stat, struct, zlib
 from pathlib import Path
 from types import SimpleNamespace as NS
 from typing import Sequence
@@ -34,35 +34,48 @@ OHLCV_RTYPES = {0x11: 'ohlcv (v1 deprecated)', 0x20: 'ohlcv-1s', 0x21: 'ohlcv-1m
                 0x23: 'ohlcv-1d', 0x24: 'ohlcv-eod'}
 _OHLCV_DTYPE = np.dtype(dbn.OHLCVMsg._dtypes)  # the 56-byte record of every DBN version
 
-def _decompress_zstd(raw: bytes, path) -> bytes:
-    "Decompress every zstd frame of `raw`; a truncated or corrupt stream is a `DataError`."
-    out = []
+_PIECE = 512   # compressed bytes inflated at a time: a stream that does not hold bars is refused early
+
+def _zstd_pieces(raw: bytes, path):
+    "The output of every zstd frame of `raw`, a piece of input at a time; a truncated or corrupt stream is refused."
     try:
         while raw:
-            d = zstandard.ZstdDecompressor().decompressobj()
-            out.append(d.decompress(raw))
+            d, i = zstandard.ZstdDecompressor().decompressobj(), 0
+            while not d.eof and i < len(raw):
+                if out := d.decompress(raw[i:i + _PIECE]): yield out
+                i += _PIECE
             if not d.eof: raise DataError(f"{path}: truncated zstd stream (the last frame is incomplete)")
-            raw = d.unused_data
+            raw = d.unused_data + raw[i:]
     except zstandard.ZstdError as e: raise DataError(f"{path}: corrupt zstd stream ({e})") from None
-    return b''.join(out)
+
+def _gzip_pieces(raw: bytes, path):
+    "The output of every gzip member of `raw`, a piece of input at a time; a truncated or corrupt stream is refused."
+    try:
+        while raw:
+            d, i = zlib.decompressobj(wbits=31), 0
+            while not d.eof and i < len(raw):
+                if out := d.decompress(raw[i:i + _PIECE]): yield out
+                i += _PIECE
+            if not d.eof: raise DataError(f"{path}: truncated or corrupt gzip stream (it ends inside a member)")
+            raw = d.unused_data + raw[i:]
+    except zlib.error as e: raise DataError(f"{path}: truncated or corrupt gzip stream ({e})") from None
 
 # %% ../nbs/01_data.ipynb #5e4b450a
 def _read_bytes(path) -> bytes:
     "Contents of `path`, zstd- or gzip-decompressed when the bytes say so."
     path = Path(path)
-    if not path.exists(): raise DataError(f"{path}: no such file")
-    if not path.is_file():
+    try: mode = path.stat().st_mode
+    except FileNotFoundError: raise DataError(f"{path}: no such file") from None
+    except OSError as e: raise DataError(f"{path}: cannot be read ({e.strerror}); expected a file of bars") from None
+    if not stat.S_ISREG(mode):
         raise DataError(f"{path}: not a regular file (a device, pipe or socket); expected a file of bars")
     raw = path.read_bytes()
     if not raw: raise DataError(f"{path}: empty file, expected OHLCV bars")
     if raw[:4] == _DBZ_MAGIC:
         raise DataError(f"{path}: legacy DBZ framing (Databento's pre-DBN format) is not supported; "
                         "convert it to DBN with Databento's `dbn` tool or download the data again as DBN")
-    if raw[:4] == _ZSTD_MAGIC: return _decompress_zstd(raw, path)
-    if raw[:2] == _GZIP_MAGIC:
-        try: return gzip.decompress(raw)
-        except (EOFError, gzip.BadGzipFile, zlib.error) as e:
-            raise DataError(f"{path}: truncated or corrupt gzip stream ({e})") from None
+    if raw[:4] == _ZSTD_MAGIC: return _inflate(_zstd_pieces(raw, path), path)
+    if raw[:2] == _GZIP_MAGIC: return _inflate(_gzip_pieces(raw, path), path)
     return raw
 
 # %% ../nbs/01_data.ipynb #1410a0d9
@@ -81,43 +94,83 @@ def _dbn_header(b: bytes, path) -> tuple[dbn.Metadata, int]:
     return meta, end
 
 # %% ../nbs/01_data.ipynb #f3ac8936
-def _corrupt(bad: np.ndarray, path, detail):
+def _corrupt(bad: np.ndarray, path, detail, first: int = 0):
     "Raise a `DataError` saying the file looks corrupt; `detail(i)` describes the first record `i` where `bad` is set."
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         n = int(bad.sum())
         more = f"; {n} such records" if n > 1 else ''
-        raise DataError(f"{path}: the file looks corrupt: record {i} {detail(i)}{more}; download it again")
+        raise DataError(f"{path}: the file looks corrupt: record {first + i} {detail(i)}{more}; download it again")
 
-def _dbn_records(b: bytes, start: int, meta: dbn.Metadata, path) -> np.ndarray:
-    "The OHLCV records after `start` as a structured array (a view on `b`, no copy)."
-    n_body = len(b) - start
-    size = _OHLCV_DTYPE.itemsize + 8 * bool(meta.ts_out)   # ts_out appends an 8-byte timestamp to each record
-    if n_body % size:
-        raise DataError(f"{path}: truncated DBN: {n_body} record bytes is not a whole number of {size}-byte records")
+def _record_size(meta: dbn.Metadata) -> int:
+    "The bytes of one OHLCV record of a file with `meta`: 56, and 64 with `ts_out` (an 8-byte timestamp appended)."
+    return _OHLCV_DTYPE.itemsize + 8 * bool(meta.ts_out)
+
+def _check_records(b, start: int, n: int, size: int, path, first: int = 0) -> np.ndarray:
+    "The `n` records of `size` bytes at `start` of `b` (a view), refused unless each is an OHLCV record."
     dt = np.dtype({'names': _OHLCV_DTYPE.names, 'formats': [_OHLCV_DTYPE[n] for n in _OHLCV_DTYPE.names],
                    'offsets': [_OHLCV_DTYPE.fields[n][1] for n in _OHLCV_DTYPE.names], 'itemsize': size})
-    recs = np.frombuffer(b, dt, offset=start)
+    recs = np.frombuffer(b, dt, count=n, offset=start)
     rt, words = recs['rtype'], recs['length']   # `length` counts 4-byte words
     bad = (words != size // 4) | (((rt < 0x20) | (rt > 0x24)) & (rt != 0x11))   # not one of OHLCV_RTYPES
     _corrupt(bad, path, lambda i: f"has record type {rt[i]:#x} and length {int(words[i]) * 4} bytes; "
-                                  f"an OHLCV record has type 0x11 or 0x20-0x24 and {size} bytes")
+                                  f"an OHLCV record has type 0x11 or 0x20-0x24 and {size} bytes", first)
     return recs
+
+def _dbn_records(b: bytes, start: int, meta: dbn.Metadata, path) -> np.ndarray:
+    "The OHLCV records after `start` as a structured array (a view on `b`, no copy)."
+    n_body, size = len(b) - start, _record_size(meta)
+    if n_body % size:
+        raise DataError(f"{path}: truncated DBN: {n_body} record bytes is not a whole number of {size}-byte records")
+    return _check_records(b, start, n_body // size, size, path)
+
+_META_MAX = 2**27   # bytes of DBN metadata that a compressed file may declare (a corrupt length is refused early)
+
+def _inflate(pieces, path) -> bytes:
+    "The joined `pieces`, refused as soon as they cannot be bars: neither DBN, Parquet nor text, or bad DBN records."
+    out, kind, start, done, size = bytearray(), None, 0, 0, 0
+    for piece in pieces:
+        out += piece
+        if kind is None and len(out) >= 8:
+            kind = 'dbn' if out[:3] == b'DBN' else 'parquet' if out[:4] == _PARQUET_MAGIC else 'text'
+        if kind == 'text' and out.find(b'\0', done) >= 0:
+            raise DataError(f"{path}: unknown format (not DBN, Parquet or CSV text)")
+        if kind == 'parquet' and len(piece) >= 2**16 and not any(piece):
+            raise DataError(f"{path}: not a readable Parquet file (a run of {len(piece):,} zero bytes)")
+        if kind == 'text': done = len(out)
+        if kind == 'dbn' and not size:                                   # the header, once it is all there
+            end = 8 + struct.unpack_from('<I', out, 4)[0]
+            if end > _META_MAX: raise DataError(f"{path}: corrupt DBN metadata (it claims {end:,} bytes)")
+            if len(out) < end: continue
+            meta, start = _dbn_header(bytes(out[:end]), path)
+            size, done = _record_size(meta), start
+        if kind == 'dbn' and (n := (len(out) - done) // size):           # the records whole so far
+            _check_records(out, done, n, size, path, first=(done - start) // size)
+            done += n * size
+    return bytes(out)
 
 # %% ../nbs/01_data.ipynb #8ff0bde8
 _NS_PER_DAY = 86_400 * 10**9
 
-def _dbn_symbols(meta: dbn.Metadata, iid: np.ndarray, ts: np.ndarray) -> pd.Categorical:
-    "Symbol of each bar from `meta`'s mappings (falling back to the instrument id), as a categorical."
+def _dbn_symbols(meta: dbn.Metadata, iid: np.ndarray, ts: np.ndarray, path='<dbn>') -> pd.Categorical:
+    "Symbol of each bar from `meta`'s mappings (the instrument id where it maps none), as a categorical."
     key = (iid.astype(np.int64) << 20) | (ts // _NS_PER_DAY).astype(np.int64)   # (instrument, day) pairs
     codes, uk = pd.factorize(key)                                                # hashing: no sort of 1M keys
     u_iid, u_day = uk >> 20, uk & ((1 << 20) - 1)
-    names = u_iid.astype(str).astype(object)
+    names, covered = np.full(len(uk), None, dtype=object), {}
     for name, intervals in (meta.mappings or {}).items():
         for iv in intervals:
             if not str(iv['symbol']).isdigit(): continue
             d0, d1 = (np.datetime64(iv[k], 'D').astype(np.int64) for k in ('start_date', 'end_date'))
             names[(u_iid == int(iv['symbol'])) & (u_day >= d0) & (u_day < d1)] = name
+            covered.setdefault(int(iv['symbol']), []).append(f"{iv['start_date']} to {iv['end_date']}")
+    unmapped = pd.isna(names)
+    gap = unmapped & np.isin(u_iid, list(covered))                               # mapped, but not on that day
+    day = lambda r: pd.Timestamp(int(ts[r]), unit='ns').date()
+    _corrupt(gap[codes], path, lambda r: f"has instrument id {iid[r]} on {day(r)}, a day its symbology maps that "
+                                         f"instrument to no symbol (it maps it from "
+                                         f"{listed(covered[int(iid[r])], 3)}, the end days excluded)")
+    names[unmapped] = u_iid[unmapped].astype(str)                                # a file that maps no instrument
     cats, sym_codes = np.unique(names.astype(str), return_inverse=True)
     return pd.Categorical.from_codes(sym_codes[codes], categories=cats)
 
@@ -189,7 +242,7 @@ def _dbn_frame(b: bytes, path) -> pd.DataFrame:
     vals[:, 4] = r['volume']
     _check_values(meta, vals, path)
     df = pd.DataFrame(vals, columns=PRICES + ['volume'], copy=False)
-    df.insert(0, 'symbol', _dbn_symbols(meta, iid, ts))
+    df.insert(0, 'symbol', _dbn_symbols(meta, iid, ts, path))
     df.insert(0, 'ts_event', pd.to_datetime(ts, unit='ns', utc=True))
     df = tidy_bars(df)
     df.attrs.update(source=str(path), schema=str(meta.schema), dataset=meta.dataset)

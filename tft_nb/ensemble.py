@@ -17,7 +17,7 @@ from .loss import coverage
 from .calibrate import calibrate
 from .train import TrainConfig
 from .checkpoint import CheckpointError, as_json, load_checkpoint, save_checkpoint
-from .run_folder import FolderLock, run_data
+from .run_folder import FolderLock, RunInterrupted, run_data
 from .device import build_model
 from .fit import FitResult, fit, visible_log
 from .distributed import World, agree, rank_log, this_world
@@ -131,6 +131,10 @@ def fit_ensemble(models:list, data:WindowData, cfg:TrainConfig, data_config:Data
             log.info(f"Ensemble of {len(models)}: validation loss {val:.6f} (the members' best: "
                      f"{', '.join(f'{v:.6f}' for v in history.groupby('member').val_loss.min())})")
             cal = agree(world, lambda: _save_ensemble(ens, data, cfg, data_config, source, log) if world.main else None)
+        except KeyboardInterrupt as e:                                   # between members, or while saving them
+            if isinstance(e, RunInterrupted): raise
+            raise RunInterrupted(lambda s: f"{root} holds the members trained so far: the same command with "
+                                           f"{s('resume', 'last')} continues", getattr(e, 'signum', 2)) from None
         finally:
             if lock is not None: lock.release()
     stopped = bool(history.groupby('member').size().lt(cfg.epochs).all())   # each member stopped before its last epoch

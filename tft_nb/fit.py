@@ -294,4 +294,5 @@ def fit(model: TemporalFusionTransformer, data: WindowData, cfg: TrainConfig = T
                 while state.epoch < cfg.epochs and not state.stopping.stopped:
                     run_epoch(state, data, cfg, folder, signals, autocast, progress, log)
                     if on_epoch is not None: on_epoch(state)                # after the epoch is saved (a tuner)
-            return finish(state, folder, cfg, log, data.val if cfg.calibrate and world.main else None)
+            with folder.interrupts():                                       # calibrating: the epochs are saved
+                return finish(state, folder, cfg, log, data.val if cfg.calibrate and world.main else None)

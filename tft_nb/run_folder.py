@@ -23,7 +23,7 @@ except ImportError: fcntl = None                                         # Windo
 
 # %% auto #0
 __all__ = ['LOCK_NAME', 'RESUME_MAY_CHANGE', 'SIDECAR_OF_RESUME', 'run_data', 'run_files', 'metrics_csv', 'FolderLock',
-           'resume_stem', 'Resumed', 'open_resume', 'RunFolder', 'RunInterrupted']
+           'resume_stem', 'Resumed', 'open_resume', 'RunFolder', 'Interrupted', 'RunInterrupted']
 
 # %% ../nbs/12_run_folder.ipynb #e199f2e4
 def run_data(data: WindowData, data_config: DataConfig | None = None, source: str | None = None) -> dict:
@@ -78,10 +78,16 @@ def _other_runs(folder: Path, run_id: str, overwrite: bool) -> list[Path]:
     return other
 
 # %% ../nbs/12_run_folder.ipynb #977cc443
+def _cannot_write(near: Path) -> int:
+    "Why this process cannot make or write files in the folder `near` (an errno), or 0."
+    if not near.is_dir(): return errno.ENOTDIR
+    if os.access(near, os.W_OK | os.X_OK): return 0
+    return errno.EROFS if os.statvfs(near).f_flag & os.ST_RDONLY else errno.EACCES   # say which: a read-only mount
+
 def _writable(folder: Path):
     "Check that `folder` can be made, or written if it exists, without making it."
     near = next(p for p in [folder, *folder.parents] if p.exists())    # the folder, or where it would be made
-    code = errno.ENOTDIR if not near.is_dir() else errno.EACCES if not os.access(near, os.W_OK | os.X_OK) else 0
+    code = _cannot_write(near)
     if code == 0 and near == folder:
         try: tempfile.TemporaryFile(dir=folder).close()
         except OSError as e: code = e.errno
@@ -116,7 +122,10 @@ class FolderLock:
 
     @classmethod
     def take(cls, folder: Path, log: logging.Logger) -> FolderLock:
-        "Make `folder` if needed and lock it, or raise a `CheckpointError` that names the holder."
+        "Check that `folder` is or can be a folder written here, make it if needed and lock it; errors name it."
+        if folder.exists() and not folder.is_dir():
+            raise CheckpointError(lambda s: f"{s('checkpoint_dir')} {folder} exists and is not a folder")
+        _writable(folder)
         made = [p for p in [folder, *folder.parents] if not p.exists()][::-1]
         folder.mkdir(parents=True, exist_ok=True)
         if fcntl is None:
@@ -129,8 +138,12 @@ class FolderLock:
                                             f"{s('checkpoint_dir')}")
         me = dict(pid=os.getpid(), host=socket.gethostname(), started=time.strftime('%Y-%m-%dT%H:%M:%S%z'),
                   command=' '.join([Path(sys.argv[0]).name, *sys.argv[1:]]))
-        os.ftruncate(fd, 0)
-        os.write(fd, json.dumps(me).encode())
+        try:
+            os.ftruncate(fd, 0)
+            os.write(fd, json.dumps(me).encode())
+        except OSError as e:                                            # a full disk: no lock file is left behind
+            cls(folder, fd, made).release()
+            raise OSError(e.errno, f"cannot write the folder's lock file ({e.strerror})", str(path)) from None
         return cls(folder, fd, made)
 
     def release(self):
@@ -287,16 +300,13 @@ class RunFolder:
                 world_size: int = 1) -> RunFolder:
         "Lock `cfg.checkpoint_dir` for this run, then check it and the checkpoint `resume` names; no file is written."
         path, log = Path(cfg.checkpoint_dir), log or logging.getLogger('tft_nb')
-        if path.exists() and not path.is_dir():
-            raise CheckpointError(lambda s: f"{s('checkpoint_dir')} {path} exists and is not a folder")
-        _writable(path)
         lock = FolderLock.take(path, log)
         try:
+            if left := tidy_leftovers(path): log.info(f"Tidied {len(left)} file(s) that killed saves left in {path}")
             resumed = open_resume(resume, cfg, model, data) if resume else None
             run_id = resumed.side['run_id'] if resumed else uuid.uuid4().hex
             same = resumed is not None and resumed.stem.parent.resolve() == path.resolve()
             earlier = _other_runs(path, run_id, cfg.overwrite) if same else _earlier_run(path, cfg.overwrite)
-            if left := tidy_leftovers(path): log.info(f"Tidied {len(left)} file(s) that killed saves left in {path}")
         except BaseException:
             lock.release()
             raise
@@ -391,6 +401,12 @@ def save(self: RunFolder, state: TrainingState, improved: bool = False, last: bo
     if improved: self.best = {k: v.detach().clone() for k, v in weights.items()}   # training moves on
 
 # %% ../nbs/12_run_folder.ipynb #bdd26f36
+class Interrupted(KeyboardInterrupt):
+    "An interrupt by a signal (`SIGTERM`, as Ctrl-C is), not yet said of any run: `signum` says which."
+    def __init__(self, signum: int = signal.SIGINT):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = int(signum)
+
 class RunInterrupted(SpeltMessage, KeyboardInterrupt):
     "An interrupted run (Ctrl-C, `SIGTERM`); the message says where it stopped and what its folder holds."
     def __init__(self, msg, signum: int = signal.SIGINT):
@@ -404,7 +420,7 @@ def interrupts(self: RunFolder):
     "Turn an interrupt in the block into a `RunInterrupted` that says what the folder holds."
     try: yield
     except RunInterrupted: raise
-    except KeyboardInterrupt: raise RunInterrupted(self.note) from None
+    except KeyboardInterrupt as e: raise RunInterrupted(self.note, getattr(e, 'signum', signal.SIGINT)) from None
 
 @patch
 def holds(self: RunFolder) -> str | None:
