@@ -22,6 +22,7 @@ import numpy as np, pandas as pd, pytest, torch, zstandard
 import databento_dbn as dbn
 from safetensors.torch import save as save_tensors
 from tft_nb.data import load_sample, write_dbn
+from tft_nb.checkpoint import sidecar_digest
 import procs
 
 RUNNER = Path(__file__).with_name('corpus_runner.py')
@@ -393,13 +394,17 @@ DATA = [
 
 
 # %% checkpoints and sidecars: damage done to a copy of the fixture's run folder `run/` (holding `stem`)
+def sealed(side: dict) -> dict:
+    "`side` with its digest updated, as a tool that edits sidecars and reseals them would write it."
+    return {**side, 'sidecar_sha256': sidecar_digest(side)}
+
 def side_edit(edit):
-    "A damage editing the sidecar: `edit(side)` changes the loaded JSON in place."
+    "A damage editing the sidecar: `edit(side)` changes the loaded JSON in place; the sidecar resealed."
     def damage(d: Path, stem: str):
         p = d / f'{stem}.json'
         side = json.loads(p.read_text())
         edit(side)
-        p.write_text(json.dumps(side, indent=1))
+        p.write_text(json.dumps(sealed(side), indent=1))
     return damage
 
 def setter(path: str, value):
@@ -429,7 +434,7 @@ def resealed(suffix: str, edit):
         side = json.loads((d / f'{stem}.json').read_text())
         entry = next(f for f in side['files'].values() if f['name'] == p.name)
         entry.update(size=len(b), sha256=hashlib.sha256(b).hexdigest())
-        (d / f'{stem}.json').write_text(json.dumps(side, indent=1))
+        (d / f'{stem}.json').write_text(json.dumps(sealed(side), indent=1))
     return damage
 
 def tensors_edit(edit):
@@ -523,6 +528,13 @@ CHECKPOINTS = [
     ('spec-symbols-removed', side_edit(setter('data.spec.symbols', DEL)), ('{stem}', 'data'), None),
     ('bar-seconds-text', side_edit(setter('data.bar_seconds', 'daily')), ('{stem}', 'bar_seconds'), None),
     ('epoch-text', side_edit(setter('epoch', 'two')), None, ('{stem}', 'epoch')),
+    ('sidecar-edited', file_edit('.json', lambda b: b.replace(b'"run_id": "', b'"run_id": "x')),
+     ('{stem}.json', 'changed after it was written'), ('{stem}.json', 'changed after it was written')),
+    ('epoch-negative', side_edit(setter('epoch', -5)), None, ('{stem}', 'epoch -5', 'no run writes')),
+    ('epoch-huge', side_edit(setter('epoch', 10**30)), None, ('{stem}', 'epoch 1' + '0' * 30, 'no run writes')),
+    ('global-step-huge', side_edit(setter('global_step', 2**70)), None, ('{stem}', f'global_step {2**70}',)),
+    ('history-short', side_edit(setter('history', [])), None, ('{stem}', 'a history of 0 epoch(s)')),
+    ('best-epoch-after-last', side_edit(setter('early_stopping.best_epoch', 9)), None, ('{stem}', 'best_epoch 9')),
     ('optimizer-removed', side_edit(setter('optimizer', DEL)), None, ('{stem}', 'optimizer')),
     ('optimizer-groups-empty', side_edit(setter('optimizer.param_groups', [])), None, ('{stem}', 'optimizer')),
     ('rng-removed', side_edit(setter('rng', DEL)), None, ('{stem}', 'rng')),
@@ -694,7 +706,8 @@ def runs(tmp_path_factory):
     finally: torch.set_num_threads(threads)
     best = json.loads((out.run / 'tft_best.json').read_text())['epoch']
     side = json.loads((out.other / 'tft_best.json').read_text())
-    if side['epoch'] != best: (out.other / 'tft_best.json').write_text(json.dumps(dict(side, epoch=best), indent=1))
+    if side['epoch'] != best:
+        (out.other / 'tft_best.json').write_text(json.dumps(sealed(dict(side, epoch=best)), indent=1))
     return out
 
 @pytest.fixture(scope='session')

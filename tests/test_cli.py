@@ -4,6 +4,7 @@ from pathlib import Path
 import numpy as np, pandas as pd, pytest, torch
 from safetensors.torch import load_file
 from tft_nb.data import load_sample, write_dbn
+from tft_nb.checkpoint import sidecar_digest
 import procs
 
 SMALL = ['--hidden-size', '8', '--attention-heads', '2', '--lstm-layers', '1', '--encoder-length', '20']
@@ -407,6 +408,7 @@ def test_predict_refuses_bad_inputs(one_run, tmp_path):
         if side == 'drop model_config':
             side = json.loads((ck / 'tft_best.json').read_text())
             del side['model_config']
+            side['sidecar_sha256'] = sidecar_digest(side)               # resealed: the entry's absence is refused
         (ck / 'tft_best.json').write_text(json.dumps(side))
         out = tmp_path / 'fc.csv'
         line = _one_line(run('tft_predict', '--checkpoint', str(ck / 'tft_best'), '--output', str(out)),

@@ -202,7 +202,7 @@ def test_predict_refuses_non_finite_weights(one_run, tmp_path):
     side = json.loads((one_run / 'tft_best.json').read_text())
     side['files']['weights'].update(size=len(b), sha256=ckmod._digest(b)['sha256'])
     (ck / 'tft_best.safetensors').write_bytes(b)
-    (ck / 'tft_best.json').write_text(json.dumps(side))
+    (ck / 'tft_best.json').write_text(json.dumps({**side, 'sidecar_sha256': ckmod.sidecar_digest(side)}))   # resealed
     out = tmp_path / 'fc.csv'
     r = procs.run(['tft_predict', '--checkpoint', str(ck / 'tft_best'), '--output', str(out)], env=ENV)
     assert r.returncode == 2 and len(_lines(r)) == 1, r.stderr[-2000:]

@@ -13,10 +13,11 @@ from .checks import UsageError, listed
 from .train import EpochProgress, TrainingState, nonfinite
 
 # %% auto #0
-__all__ = ['LEFTOVER', 'RESUME_STATE', 'CheckpointError', 'checkpoint_stem', 'atomic_write', 'replace_together', 'held_signals',
-           'deferred_interrupt', 'versions', 'checkpoint_files', 'save_checkpoint', 'load_checkpoint', 'read_sidecar',
-           'add_to_sidecar', 'weight_mismatch', 'tidy_leftovers', 'as_json', 'optimizer_state', 'load_optimizer_state',
-           'rank_rng', 'rng_state', 'set_rng_state', 'resume_state', 'load_resume_state']
+__all__ = ['SIDECAR_DIGEST', 'LEFTOVER', 'RESUME_STATE', 'CheckpointError', 'checkpoint_stem', 'atomic_write', 'replace_together',
+           'held_signals', 'deferred_interrupt', 'sidecar_digest', 'versions', 'checkpoint_files', 'save_checkpoint',
+           'load_checkpoint', 'read_sidecar', 'add_to_sidecar', 'weight_mismatch', 'tidy_leftovers', 'as_json',
+           'optimizer_state', 'load_optimizer_state', 'rank_rng', 'rng_state', 'set_rng_state', 'resume_state',
+           'load_resume_state']
 
 # %% ../nbs/11_checkpoint.ipynb #bf488b00
 class CheckpointError(UsageError):
@@ -173,9 +174,18 @@ def _unstrict(o):
     if isinstance(o, list): return [_unstrict(v) for v in o]
     return o
 
+SIDECAR_DIGEST = 'sidecar_sha256'   # the sidecar's entry holding the digest of all its other entries
+
+def sidecar_digest(side: dict) -> str:
+    "The sha256 of every entry of the sidecar `side` but its own digest, as canonical JSON (sorted keys, no spaces)."
+    plain = json.loads(json.dumps(_strict({k: v for k, v in side.items() if k != SIDECAR_DIGEST}),
+                                  default=_json_default, allow_nan=False))   # as a reader will load it
+    return hashlib.sha256(json.dumps(plain, sort_keys=True, separators=(',', ':')).encode()).hexdigest()
+
 def _sidecar_bytes(side: dict) -> bytes:
-    "The strict JSON text of the sidecar `side`."
-    return json.dumps(_strict(side), indent=1, default=_json_default, allow_nan=False).encode()
+    "The strict JSON text of the sidecar `side`, sealed with its digest."
+    sealed = {**side, SIDECAR_DIGEST: sidecar_digest(side)}
+    return json.dumps(_strict(sealed), indent=1, default=_json_default, allow_nan=False).encode()
 
 # %% ../nbs/11_checkpoint.ipynb #a01be2a2
 def versions() -> dict:
@@ -245,6 +255,9 @@ def _sidecar(side_p: Path) -> tuple[str, dict]:
     if not isinstance(side, dict) or not isinstance(side.get('files'), dict):
         raise CheckpointError(f"{side_p}: not a checkpoint sidecar (expected a JSON object with a 'files' entry, "
                               "as save_checkpoint writes)")
+    if SIDECAR_DIGEST in side and side[SIDECAR_DIGEST] != sidecar_digest(json.loads(text)):
+        raise CheckpointError(f"{side_p}: the sidecar was changed after it was written (its {SIDECAR_DIGEST} does "
+                              "not match its entries): put back the file as saved, or train again")
     return text, side
 
 # %% ../nbs/11_checkpoint.ipynb #74c53a11

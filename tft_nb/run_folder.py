@@ -204,6 +204,22 @@ def _check_resumable(stem: Path, side: dict):
                               "resumed; start a fresh run")
     if bad: raise CheckpointError(f"cannot resume from {stem}: its sidecar {stem.name}.json lacks a valid "
                                   f"{', '.join(bad)} (the training state that fit writes)")
+    if why := _implausible(side):
+        raise CheckpointError(f"cannot resume from {stem}: its sidecar {stem.name}.json holds {why}, which no run "
+                              "writes (edited, or not written by fit); resume from an earlier checkpoint of the run")
+
+def _implausible(side: dict) -> str | None:
+    "The first training-state value of a resumable sidecar `side` that no run writes, or None."
+    e, es, p = side['epoch'], side['early_stopping'], side.get('partial') or {}
+    count = lambda v, hi: type(v) is int and 0 <= v <= hi                # JSON's bool is no count
+    rules = [(f"epoch {e!r}", count(e, side['train_config'].get('epochs', e))),
+             (f"global_step {side['global_step']!r}", count(side['global_step'], 2**53)),
+             (f"a history of {len(side['history'])} epoch(s) for epoch {e}", len(side['history']) == e),
+             (f"early_stopping best_epoch {es.get('best_epoch')!r}",
+              type(es.get('best_epoch')) is int and -1 <= es['best_epoch'] < max(e, 1)),
+             (f"early_stopping counter {es.get('counter')!r}", count(es.get('counter'), max(e, 0))),
+             (f"partial steps {p.get('steps')!r}", not p or count(p.get('steps'), 2**53) and p['steps'] > 0)]
+    return next((what for what, ok in rules if not ok), None)
 
 # %% ../nbs/12_run_folder.ipynb #ad80772c
 def _check_same_run(stem: Path, side: dict, cfg: TrainConfig, model_config: TFTConfig, data: dict):
