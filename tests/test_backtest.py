@@ -44,6 +44,11 @@ def test_backtest_writes_its_table(tmp_path):
     assert r.returncode == 2 and len(lines) == 1, r.stderr[-3000:]
     assert lines[0].startswith(f'tft_backtest: error: --checkpoint-dir {ck} holds a backtest with other settings '
                                '(--every 60 -> 20)'), lines[0]
+    file = tmp_path / 'a-file'
+    file.write_text('x')
+    r = run('--data', _bars(tmp_path), *TINY, '--checkpoint-dir', file)                  # not 'File exists'
+    said = f'tft_backtest: error: --checkpoint-dir {file} exists and is not a folder'
+    assert r.returncode == 2 and r.stderr.strip() == said, r.stderr[-2000:]
 
 def _holds_epoch(side, n): return side.exists() and json.loads(side.read_text())['epoch'] == n
 
