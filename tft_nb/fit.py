@@ -4,7 +4,7 @@
 
 # %% ../nbs/14_fit.ipynb #d58767a0
 from __future__ import annotations
-import contextlib, itertools, json, logging, math, signal, sys, time, warnings
+import contextlib, importlib.util, itertools, json, logging, math, signal, sys, time
 from dataclasses import dataclass, asdict
 from pathlib import Path
 from typing import Callable
@@ -36,12 +36,10 @@ def in_notebook() -> bool:
     return shell is not None and 'IPKernelApp' in shell.config
 
 def progress_bar(it, total: int, desc: str, enabled: bool | None = None):
-    "A tqdm bar over `it` where one is seen (`enabled=None`: a terminal or a notebook), else `it` itself."
-    if enabled is None: enabled = sys.stderr.isatty() or in_notebook()
+    "A tqdm bar over `it` where one is seen (`enabled=None`: a terminal, a notebook with widgets), else `it` itself."
+    if enabled is None: enabled = sys.stderr.isatty() or in_notebook() and importlib.util.find_spec('ipywidgets')
     if not enabled: return it
-    with warnings.catch_warnings():                  # tqdm.auto warns when a notebook lacks ipywidgets: text bar then
-        warnings.simplefilter('ignore')
-        from tqdm.auto import tqdm
+    from tqdm.auto import tqdm                       # a widget in a notebook: one output, however many batches
     return tqdm(it, total=total, desc=desc, leave=False)
 
 # %% ../nbs/14_fit.ipynb #780dfb72

@@ -133,7 +133,8 @@ def prepare_run(self: Forecaster, data) -> tuple:
         raise SettingError(lambda s: f"{s('checkpoint_dir')} {cfg.checkpoint_dir} is the {s('data')} folder: its "
                                      "metrics.csv would be read as bars by the next run; choose another folder")
     bars, source = load_bars(data, data_columns(self.data_config))
-    wd = run_windows(bars, source, dcfg := data_config(self.data_config, bar_spacing(bars), data is None))
+    builtin = source == SAMPLE_SOURCE                                       # also given as load_sample()'s frame
+    wd = run_windows(bars, source, dcfg := data_config(self.data_config, bar_spacing(bars), builtin))
     models = new_models(TFTConfig(**wd.spec.model_sizes(), **self.model_settings), cfg, resolve_device(cfg.device))
     return bars, wd, dcfg, models, source
 
