@@ -165,3 +165,16 @@ def test_readme_quotes_the_saved_training_run():
         r = dict(zip(header, map(float, v)))
         return [f"{r['q_risk_P50']:.4f}", f"{r['q_risk_P90']:.4f}"]
     assert list(q.groups()) == row('TFT') + row('persistence') + row('rolling_mean_22'), q.group(0)
+
+
+def test_a_search_box_over_an_index_of_every_section(site):
+    """Every page has the search box and loads the index beside it (no network); the index has an entry for each
+    section, with its heading, its link and its text (what a search matches)."""
+    index = json.loads(re.fullmatch(r'window\.TFT_SEARCH = (.*);\n', (site / 'search.js').read_text(), re.S).group(1))
+    for p in site.glob('*.html'):
+        html = p.read_text()
+        assert 'id="tft-q"' in html and '<script src="search.js"></script>' in html, p.name
+    baselines = [e for e in index if e['href'] == 'evaluate.html#Baselines']
+    assert len(baselines) == 1 and 'GARCH' in baselines[0]['text'] and baselines[0]['page'] == 'Evaluation', baselines
+    pages = {e['href'].split('#')[0] for e in index}
+    assert pages == {p.name for p in site.glob('*.html')}, pages ^ {p.name for p in site.glob('*.html')}

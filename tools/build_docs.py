@@ -4,7 +4,9 @@
 this script runs nbdev's own notebook processing (`nbdev.serve.proc_nbs`: hidden cells dropped, `show_doc` added
 and rendered for every exported symbol, doc links resolved) and renders each processed notebook to one HTML page
 with nbconvert, named as Quarto would name it (`output-file`), with links made relative and pointed at the ids the
-pages have. Each page gets a sidebar of the notebooks in reading order and a table of contents of its own sections;
+pages have. Each page gets a sidebar of the notebooks in reading order, with a search box (a small script over
+`search.js`, an index of every section's heading and text written beside the pages, as Quarto's site search does
+with its own index), and a table of contents of its own sections;
 cells marked `code-fold: true` (the tests) show a summary line that opens their code, as Quarto folds them.
 Math (`$...$`, `$$...$$`) is converted to MathML at build time (latex2mathml, from PyPI), which browsers render
 without a script, so the pages need nothing from the network: every external script of nbconvert's template
@@ -12,7 +14,7 @@ without a script, so the pages need nothing from the network: every external scr
 
 Usage: python tools/build_docs.py [OUT_DIR]   (default: _site_offline/)
 """
-import html as _html, re, shutil, sys
+import html as _html, json, re, shutil, sys
 from pathlib import Path
 import nbformat, yaml
 from latex2mathml.converter import convert as _mathml
@@ -111,11 +113,31 @@ details.tft-fold { margin: .4em 0 .8em; }
 details.tft-fold > summary { cursor: pointer; color: #555; font-size: 90%; }
 </style>"""
 
+_SEARCH_BOX = ('<input id="tft-q" type="search" placeholder="Search the docs" aria-label="search" '
+               'style="width:100%;box-sizing:border-box;margin:.5em 0"><div id="tft-hits"></div>')
+_SEARCH_JS = """<script src="search.js"></script><script>
+(function () {
+  var box = document.getElementById('tft-q'), hits = document.getElementById('tft-hits');
+  function esc(s) { return s.replace(/[&<>"]/g, function (c) { return '&#' + c.charCodeAt(0) + ';'; }); }
+  box.addEventListener('input', function () {
+    var words = box.value.toLowerCase().split(/\\s+/).filter(Boolean), out = [];
+    if (words.length) (window.TFT_SEARCH || []).forEach(function (e) {
+      var text = (e.title + ' ' + e.text).toLowerCase();
+      if (words.every(function (w) { return text.indexOf(w) >= 0; })) out.push(e);
+    });
+    hits.innerHTML = out.slice(0, 20).map(function (e) {
+      return '<a href="' + e.href + '">' + esc(e.page + ': ' + e.title) + '</a>';
+    }).join('') + (words.length && !out.length ? '<i>no match</i>' : '');
+  });
+})();
+</script>"""
+
 def _sidebar(pages, here: str) -> str:
-    "The pages in reading order, the current one marked."
+    "The pages in reading order, the current one marked, under a search box."
     names = {f: 'Overview' if f == 'index.html' else plain(t) for f, t in pages}     # the title is the project's name
     links = ''.join(f'<a href="{f}"{" class=here" if f == here else ""}>{_html.escape(names[f])}</a>' for f, _ in pages)
-    return f'<nav class="tft-side" aria-label="pages"><b>tft_nb</b>{links}</nav>'
+    return f'<nav class="tft-side" aria-label="pages"><b>tft_nb</b>{_SEARCH_BOX}{links}</nav>'
+
 
 _HEAD = re.compile(r'<h([23]) id="([^"]+)"[^>]*>(.*?)(?:<a class="anchor-link"|</h[23]>)', re.S)
 
@@ -136,7 +158,16 @@ def _page(h: str, pages, here: str, title: str) -> str:
     h = h.replace('</head>', _STYLE + '</head>', 1)
     h = re.sub(r'(<body[^>]*>)', lambda m: m.group(1) + '<div class="tft-layout">' + _sidebar(pages, here)
                + '<div class="tft-main">', h, count=1)
-    return h.replace('</body>', '</div>' + _toc(h) + '</div></body>', 1)
+    return h.replace('</body>', '</div>' + _toc(h) + '</div>' + _SEARCH_JS + '</body>', 1)
+
+_SECTION = re.compile(r'<h([123]) id="([^"]+)"[^>]*>(.*?)</h[123]>(.*?)(?=<h[123] id=|$)', re.S)
+
+def search_index(html: dict[str, str], titles: dict[str, str]) -> list[dict]:
+    "An entry per section (h1-h3) of every page: its link, page title, heading and the words of its text."
+    words = lambda s: ' '.join(_html.unescape(re.sub(r'<[^>]+>', ' ', s)).split())
+    return [dict(href=f'{f}#{i}', page=plain(titles[f]), title=words(re.sub(r'<a class="anchor-link".*?</a>', '', t)),
+                 text=words(re.sub(r'<(script|style|nav)\b.*?</\1>', ' ', body, flags=re.S))[:2000])
+            for f, h in html.items() for _, i, t, body in _SECTION.findall(h)]
 
 _HREF = re.compile(r'href="([\w.-]*\.html)?#([^"]+)"')
 
@@ -183,7 +214,10 @@ def build(out=root / '_site_offline') -> list[Path]:
     for f, title, nb in docs:
         h, _ = exp.from_notebook_node(nb, resources={'metadata': {'name': plain(title)}})
         html[f] = _page(h.replace(site, ''), pages, f, title)
-    for f, h in _fix_anchors(html).items(): (out / f).write_text(h, encoding='utf-8')
+    html = _fix_anchors(html)
+    for f, h in html.items(): (out / f).write_text(h, encoding='utf-8')
+    index = search_index(html, dict(pages))                      # a script, not JSON: pages opened as files load it
+    (out / 'search.js').write_text('window.TFT_SEARCH = ' + json.dumps(index) + ';\n', encoding='utf-8')
     if (proc / 'images').is_dir(): shutil.copytree(proc / 'images', out / 'images')
     return [out / f for f, _ in pages]
 
