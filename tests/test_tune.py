@@ -29,7 +29,8 @@ def test_killed_study_resumes(tmp_path):
     d, data = tmp_path / 'tuning', _bars(tmp_path)
     args = [*TUNE, '--data', data, *TINY, '--epochs', '4', '--trials', '2', '--tune-dir', d]
     with procs.started(args, env=ENV, stderr=open(tmp_path / 'first.log', 'w')) as p:
-        procs.wait_until(p, lambda: (d / 'trial_0000' / 'tft_last.json').is_file(), 'the first epoch of trial 0')
+        first = d / 'tft' / 'trial_0000'
+        procs.wait_until(p, lambda: (first / 'tft_last.json').is_file(), 'the first epoch of trial 0')
         procs.kill(p)
     r = procs.run(args, env=ENV)
     assert r.returncode == 0, r.stderr[-3000:]
@@ -38,7 +39,7 @@ def test_killed_study_resumes(tmp_path):
     retry = t[t.state == 'complete'].iloc[0]
     assert retry.folder.endswith('trial_0000'), t                              # the killed trial's folder
     assert 'Trial 0 was left running by process' in r.stderr
-    assert 'Resumed from' in (d / 'trial_0000' / 'train.log').read_text()      # its run went on from its checkpoint
+    assert 'Resumed from' in (d / 'tft' / 'trial_0000' / 'train.log').read_text()   # its run went on from its checkpoint
     with sqlite3.connect(d / 'tune.db') as db:                                  # the study lives in the database
         assert db.execute("select count(*) from trials where state = 'COMPLETE'").fetchone()[0] == 2
 

@@ -36,7 +36,7 @@ class TFTConfig:
     dropout: float = 0.1                       # dropout rate in GRNs, gates and between LSTM layers
     quantiles: tuple = (0.1, 0.5, 0.9)         # quantile levels forecast, strictly increasing in (0, 1)
     monotone_quantiles: bool = True            # build outputs that cannot cross (see `non_crossing`)
-    har_base: bool = False                     # forecast around a linear HAR base of the past target (`HARBase`)
+    har_base: bool = True                      # forecast around a linear HAR base of the past target (`HARBase`)
 
     def __post_init__(self):
         check_ints(self)

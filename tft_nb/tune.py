@@ -201,7 +201,7 @@ def _pruner_hook(trial: optuna.Trial):
 # %% ../nbs/23_tune.ipynb #b4c2e0b4
 def objective(trial: optuna.Trial, data, cfg: TuneConfig, settings: dict) -> float:
     "Run `trial`: its settings' run in its folder, reported epoch by epoch; its best validation loss."
-    folder = Path(trial.user_attrs.get('folder') or Path(cfg.tune_dir) / f'trial_{trial.number:04d}')
+    folder = Path(trial.user_attrs.get('folder') or Path(cfg.tune_dir) / cfg.study / f'trial_{trial.number:04d}')
     for k, v in dict(folder=str(folder), host=socket.gethostname(), pid=os.getpid()).items(): trial.set_user_attr(k, v)
     f = Forecaster.from_settings(**trial_settings(trial, cfg.space, settings), checkpoint_dir=str(folder))
     log = _trial_log(folder)
