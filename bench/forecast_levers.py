@@ -19,6 +19,10 @@ LEVERS = {   # name -> tft_backtest flags beyond SIZES
     'inputs': ['--observed', 'r,lv,dv,rng,lv5,lv22', '--no-har-base'],
     'base': ['--observed', 'r,lv,dv,rng', '--har-base'],
     'har': ['--observed', 'r,lv,dv,rng,lv5,lv22', '--har-base'],
+    'base-dropout2': ['--observed', 'r,lv,dv,rng', '--har-base', '--dropout', '0.2'],
+    'base-history120': ['--observed', 'r,lv,dv,rng', '--har-base', '--encoder-length', '120'],
+    'base-lr3e-4': ['--observed', 'r,lv,dv,rng', '--har-base', '--learning-rate', '3e-4'],
+    'base-adamw': ['--observed', 'r,lv,dv,rng', '--har-base', '--optimizer', 'adamw', '--weight-decay', '0.01'],
 }
 
 

@@ -39,7 +39,7 @@ def test_killed_study_resumes(tmp_path):
     retry = t[t.state == 'complete'].iloc[0]
     assert retry.folder.endswith('trial_0000'), t                              # the killed trial's folder
     assert 'Trial 0 was left running by process' in r.stderr
-    assert 'Resumed from' in (d / 'tft' / 'trial_0000' / 'train.log').read_text()   # its run went on from its checkpoint
+    assert 'Resumed from' in (d / 'tft' / 'trial_0000' / 'train.log').read_text()   # resumed from its checkpoint
     with sqlite3.connect(d / 'tune.db') as db:                                  # the study lives in the database
         assert db.execute("select count(*) from trials where state = 'COMPLETE'").fetchone()[0] == 2
 
