@@ -1,77 +1,130 @@
-"""How well the P10-P90 band holds on the test split: the model's own quantiles, the validation split's
-split-conformal offsets (static), and offsets recalibrated on the latest `recent` bars (rolling), per seed and symbol.
+"""How each way of calibrating the quantiles does on walk-forward folds: pooled pinball loss and each symbol's
+P10-P90 coverage, from the folds of finished backtests (bench/forecast_levers.py writes them).
 
-Each seed trains the benchmark task's model (bench/TASK.md: hidden 32, 4 heads, 1 LSTM layer, batch 64, dropout 0.1,
-constant learning rate 1e-3, gradient clipping 1.0, early stopping with patience 5) on the built-in data with `fit`,
-then scores the test windows in original units with `forecast_metrics`: coverage of P10-P90 and q-risk P10/P50/P90.
-The driver prints one line per seed, method and symbol set, then the median and min-max over seeds.
-Run: `python bench/calibration_bench.py [--seeds 42,43,44] [--recent 125,250,500]`"""
+For each fold, the fold's best model forecasts its validation windows (the year before the fold) and its test
+windows (the fold's year); each method is fitted on the validation windows and applied to the test windows, the
+rolling ones (+250) refitted at every origin on the outcomes of the latest 250 bars known by then, as
+`tft_nb.calibrate.recalibrated` does. Methods: the model's own quantiles (raw); `shift`, split-conformal offsets added
+to every level (the library's `Calibration`); `band`, the same with the median kept; `scale`, each level's distance
+from the median stretched by a conformal factor; each pooled over the symbols or per symbol (/sym). The library's
+default is 'shift/sym+250' (TrainConfig.calibrate_by_symbol, calibration_bars=250).
+Run: `python bench/calibration_bench.py runs/levers/2015-01-01/base/seed42 [...]` (folders of finished backtests)."""
 from __future__ import annotations
-import argparse, statistics, tempfile
-import numpy as np
+import json, math, sys
+from pathlib import Path
+import numpy as np, pandas as pd, torch
+from tft_nb.data import load_sample
+from tft_nb.windows import DataConfig
+from tft_nb.backtest import BacktestConfig, fold_folder, fold_plan, fold_windows
+from tft_nb.forecast import load_model
+from tft_nb.evaluate import original_units, predict
+
+Q = np.array([0.1, 0.5, 0.9])
 
 
-def spread(xs: list[float]) -> str:
-    "Median and min-max of `xs`, five decimals."
-    return f"{statistics.median(xs):.5f} ({min(xs):.5f}-{max(xs):.5f})"
+def bar_times(wd, rows: torch.Tensor) -> np.ndarray:
+    "The timestamps (int64 ns) of feature rows `rows`."
+    return pd.DatetimeIndex(wd.features.ts_event).as_unit('ns').asi8[rows.numpy()]
 
 
-def evaluate(seed: int, recents: list[int], threads: int) -> list[dict]:
-    "Train one seed; the test metrics of each method, pooled and per symbol."
-    import torch
-    torch.set_num_threads(threads)
-    from tft_nb.data import load_sample
-    from tft_nb.windows import PRESETS, make_windows
-    from tft_nb.model import TFTConfig, TemporalFusionTransformer
-    from tft_nb.train import TrainConfig
-    from tft_nb.fit import fit
-    from tft_nb.evaluate import predict, original_units, forecast_metrics
-    from tft_nb.calibrate import Calibration, recalibrated
-    data = make_windows(load_sample(), PRESETS['ohlcv_gk_logvol_tft_v1'])
-    torch.manual_seed(seed)
-    model = TemporalFusionTransformer(TFTConfig(**data.spec.model_sizes(), hidden_size=32, attention_heads=4,
-                                                lstm_layers=1, dropout=0.1))
-    with tempfile.TemporaryDirectory() as d:
-        cfg = TrainConfig(epochs=50, batch_size=64, learning_rate=1e-3, lr_schedule='constant', grad_clip=1.0,
-                          early_stopping_patience=5, checkpoint_dir=d, seed=seed, device='cpu')
-        res = fit(model, data, cfg, progress=False)
-    q, cal = model.config.quantiles, res.calibration
-    pred = predict(model, data.test)
-    methods = {'raw': pred, 'static': cal.apply(pred)}
-    for n in recents:
-        methods[f'rolling {n}'] = recalibrated(model, data, data.test, Calibration(q, cal.offsets, cal.windows,
-                                                                                   recent=n), pred)
-    y = original_units(data, data.test, data.test.targets())
-    sym = data.test.series[data.test.rows].numpy()
-    rows = []
-    for name, p in methods.items():
-        p = original_units(data, data.test, p)
-        for who, keep in [('both', np.ones(len(sym), bool))] + [(s, sym == k) for k, s in enumerate(data.spec.symbols)]:
-            m = forecast_metrics(p[keep], y[keep], q)
-            rows.append(dict(seed=seed, method=name, symbols=who, epoch=res.best_epoch,
-                             coverage=m['coverage_P10_P90'], P10=m['q_risk_P10'], P50=m['q_risk_P50'],
-                             P90=m['q_risk_P90']))
-    return rows
+def rank(scores: np.ndarray, taus) -> np.ndarray:
+    "The ceil((n+1) tau)-th smallest of `scores` (n, Td) for each tau: (Td, len(taus))."
+    n, s = len(scores), np.sort(scores, 0)
+    return np.stack([s[min(n, math.ceil((n + 1) * t)) - 1] for t in taus], -1)
+
+
+def shift(p, y, keep_median=False):
+    "Offsets (Td, Q) added to each level (the median's 0 with `keep_median`)."
+    off = np.stack([rank(y - p[..., j], [t])[..., 0] for j, t in enumerate(Q)], -1)
+    if keep_median: off[..., 1] = 0
+    return off
+
+
+def scale(p, y):
+    "Factors (Td, Q) that stretch each outer level's distance from the median so that it holds its share."
+    m, out = p[..., 1], np.ones((p.shape[1], len(Q)))
+    for j, t in ((0, Q[0]), (2, Q[2])):
+        w = p[..., j] - m
+        r = (y - m) / np.where(np.abs(w) < 1e-6, np.copysign(1e-6, w), w)   # y <= m + f w: r <= f above, r >= f below
+        out[:, j] = rank(r, [t if j == 2 else 1 - t])[..., 0]
+    return out
+
+
+METHODS = {'shift': (lambda p, y: shift(p, y), lambda p, o: np.sort(p + o, -1)),
+           'band': (lambda p, y: shift(p, y, True), lambda p, o: np.sort(p + o, -1)),
+           'scale': (scale, lambda p, f: np.sort(p[..., 1:2] + (p - p[..., 1:2]) * f, -1))}
+
+
+def fitted(fit, p, y, s, by_symbol):
+    "Each symbol's parameters: its own fit, or the pooled one."
+    return {k: fit(p[s == k], y[s == k]) if by_symbol else fit(p, y) for k in np.unique(s)}
+
+
+def applied(apply, p, s, params):
+    out = p.copy()
+    for k, prm in params.items(): out[s == k] = apply(p[s == k], prm)
+    return out
+
+
+def rolling(fit, apply, p, s, at, past, ends, bars, static, by_symbol):
+    "Refit at every origin time on the past windows whose outcomes arrived within the latest `bars` bar times."
+    out, u = np.empty_like(p), np.unique(ends)
+    for a in np.unique(at):
+        rows, j = at == a, np.searchsorted(u, a, side='right')
+        if j < bars: prm = static
+        else:
+            pick = (ends >= u[j - bars]) & (ends <= a)
+            prm = fitted(fit, past[0][pick], past[1][pick], past[2][pick], by_symbol)
+        out[rows] = applied(apply, p[rows], s[rows], prm)
+    return out
+
+
+def study(folder: Path, bars: pd.DataFrame) -> pd.DataFrame:
+    "Per fold, method and symbol: the pinball sum, points and outcomes inside the band."
+    side = json.loads((folder / 'backtest.json').read_text())
+    cfg = DataConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in side['data'].items()})
+    plan, symbols, rows = fold_plan(bars.ts_event, cfg, BacktestConfig(**side['backtest'])), sorted(
+        map(str, bars.symbol.unique())), []
+    for fold in plan.itertuples(index=False):
+        wd, _ = fold_windows(bars, cfg, fold, symbols)
+        model, _ = load_model(fold_folder(folder, fold.fold) / 'tft_best')
+        pv, pt = (predict(model, w).double().numpy() for w in (wd.val, wd.test))
+        yv, yt = (w.targets().double().numpy() for w in (wd.val, wd.test))
+        sv, st = (w.series[w.rows].numpy() for w in (wd.val, wd.test))
+        ends = bar_times(wd, torch.cat([wd.val.rows, wd.test.rows]) + wd.spec.horizon)
+        at = bar_times(wd, wd.test.rows)
+        keep = ends <= at.max()
+        past = tuple(np.concatenate(x)[keep] for x in ((pv, pt), (yv, yt), (sv, st)))
+        methods = {'raw': pt}
+        for name, (fit, apply) in METHODS.items():
+            for by in (False, True):
+                static, tag = fitted(fit, pv, yv, sv, by), name + ('/sym' if by else '')
+                methods[tag] = applied(apply, pt, st, static)
+                methods[tag + '+250'] = rolling(fit, apply, pt, st, at, past, ends[keep], 250, static, by)
+        y = original_units(wd, wd.test, torch.tensor(yt))
+        for m, p in methods.items():
+            po = original_units(wd, wd.test, torch.tensor(p))
+            e = y[..., None] - po
+            loss = np.maximum(Q * e, (Q - 1) * e).mean(-1)
+            inside = (po[..., 0] <= y) & (y <= po[..., 2])
+            for k in np.unique(st):
+                rows.append(dict(folder=str(folder), fold=fold.fold, method=m, symbol=symbols[k],
+                                 pinball_sum=loss[st == k].sum(), n=loss[st == k].size, inside=inside[st == k].sum()))
+    return pd.DataFrame(rows)
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument('--seeds', default='42,43,44')
-    p.add_argument('--recent', default='125,250,500')
-    p.add_argument('--threads', type=int, default=2)
-    a = p.parse_args()
-    rows = []
-    for seed in map(int, a.seeds.split(',')):
-        for r in evaluate(seed, [int(x) for x in a.recent.split(',')], a.threads):
-            rows.append(r)
-            print(f"seed {r['seed']} (best epoch {r['epoch']}) {r['method']:<12} {r['symbols']:<7} coverage "
-                  f"{r['coverage']:.4f}  q-risk P10 {r['P10']:.5f} P50 {r['P50']:.5f} P90 {r['P90']:.5f}", flush=True)
-    print('median (min-max) over seeds:')
-    for method in dict.fromkeys(r['method'] for r in rows):
-        for who in dict.fromkeys(r['symbols'] for r in rows):
-            sel = [r for r in rows if r['method'] == method and r['symbols'] == who]
-            print(f"{method:<12} {who:<7} " + '  '.join(f"{k} {spread([r[k] for r in sel])}"
-                                                        for k in ('coverage', 'P10', 'P50', 'P90')))
+    folders = [Path(f) for f in sys.argv[1:]]
+    if not folders: sys.exit(__doc__)
+    t = pd.concat([study(f, load_sample()) for f in folders])
+    per = t.groupby(['folder', 'method']).apply(
+        lambda d: pd.Series(dict(pinball=d.pinball_sum.sum() / d.n.sum(), coverage=d.inside.sum() / d.n.sum())))
+    sym = t.groupby(['folder', 'method', 'symbol']).apply(lambda d: d.inside.sum() / d.n.sum()).unstack()
+    res = per.join(sym).reset_index()
+    cols = [c for c in res.columns if c not in ('folder', 'method')]
+    print(f"{len(folders)} backtest(s), folds pooled; mean, min and max over them")
+    print(res.groupby('method')[cols].agg(['mean', 'min', 'max']).round(4).to_string())
 
 
-if __name__ == '__main__': main()
+if __name__ == '__main__':
+    main()
