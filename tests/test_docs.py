@@ -65,8 +65,8 @@ def test_sidebar_in_reading_order_and_a_table_of_contents(site):
         assert f'href="{p.name}" class=here' in side, p.name
         title = re.search(r'<title>(.*?)</title>', html, re.S).group(1)
         assert '`' not in title and '`' not in side, f"{p.name}: raw backticks in {title!r}"
-    toc = re.search(r'<nav class="tft-toc".*?</nav>', (site / 'evaluate.html').read_text(), re.S).group(0)
-    assert 'href="#Baselines"' in toc and 'href="#Metrics"' in toc, toc
+    toc = re.search(r'<nav class="tft-toc".*?</nav>', (site / 'baselines.html').read_text(), re.S).group(0)
+    assert 'href="#Four-baselines"' in toc and 'href="#The-test-metrics"' in toc, toc
 
 def test_links_between_pages_find_their_anchors(site):
     "Every link to a page of the site, or to a place on one, finds that page and an element with that id."
@@ -138,35 +138,6 @@ def test_saved_outputs_hold_no_warning_or_error():
            if o['output_type'] == 'error' or o.get('name') == 'stderr']
     assert not bad, f"notebooks saved with stderr or error outputs: {sorted(set(bad))}"
 
-def _outputs(nb: Path) -> str:
-    "All text the notebook's saved outputs show (streams and plain-text results)."
-    out = []
-    for c in json.loads(nb.read_text())['cells']:
-        for o in c.get('outputs', []):
-            out.append(''.join(o.get('text', '')) + ''.join(o.get('data', {}).get('text/plain', '')))
-    return '\n'.join(out)
-
-def test_readme_quotes_the_saved_training_run():
-    "The README's figures of the training run are those of the outputs saved in nbs/19_training_run.ipynb."
-    readme, out = (root / 'README.md').read_text(), _outputs(root / 'nbs' / '19_training_run.ipynb')
-    readme = ' '.join(readme.split())                                      # sentences wrap across lines
-    m = re.search(r'after (\d+) epochs with the best at epoch (\d+) \(about (\d+) s per epoch', readme)
-    assert m, "README no longer describes the training run's epochs"
-    run = re.search(r'Epochs run: (\d+) of \d+; best epoch: (\d+);.*\nSeconds per epoch: ([\d.]+)', out)
-    assert run, "19_training_run has no saved outputs of a run"
-    assert m.group(1, 2) == run.group(1, 2), (m.group(0), run.group(0))
-    assert abs(int(m.group(3)) - float(run.group(3))) <= 0.5, (m.group(0), run.group(3))
-    q = re.search(r'q-risk was ([\d.]+) \(P50\) and ([\d.]+) \(P90\), against ([\d.]+) / ([\d.]+) for persistence and '
-                  r'([\d.]+) / ([\d.]+) for a 22-day rolling mean', readme)
-    assert q, "README no longer quotes the run's q-risk"
-    header = re.search(r'^\s+pinball\s+(q_risk_P10.*)$', out, re.M).group(1).split()
-    def row(name):
-        v = re.search(rf'^{name}\s+([\d.\s]+)$', out, re.M).group(1).split()[1:]   # after the pinball loss
-        r = dict(zip(header, map(float, v)))
-        return [f"{r['q_risk_P50']:.4f}", f"{r['q_risk_P90']:.4f}"]
-    assert list(q.groups()) == row('TFT') + row('persistence') + row('rolling_mean_22'), q.group(0)
-
-
 def test_a_search_box_over_an_index_of_every_section(site):
     """Every page has the search box and loads the index beside it (no network); the index has an entry for each
     section, with its heading, its link and its text (what a search matches)."""
@@ -174,7 +145,7 @@ def test_a_search_box_over_an_index_of_every_section(site):
     for p in site.glob('*.html'):
         html = p.read_text()
         assert 'id="tft-q"' in html and '<script src="search.js"></script>' in html, p.name
-    baselines = [e for e in index if e['href'] == 'evaluate.html#Baselines']
-    assert len(baselines) == 1 and 'GARCH' in baselines[0]['text'] and baselines[0]['page'] == 'Evaluation', baselines
+    baselines = [e for e in index if e['href'] == 'baselines.html#Four-baselines']
+    assert len(baselines) == 1 and 'GARCH' in baselines[0]['text'] and baselines[0]['page'] == 'Baselines', baselines
     pages = {e['href'].split('#')[0] for e in index}
     assert pages == {p.name for p in site.glob('*.html')}, pages ^ {p.name for p in site.glob('*.html')}

@@ -14,7 +14,8 @@ from matplotlib.figure import Figure
 from .checks import SettingError, check_fields, check_ints, one_of
 from .windows import DataConfig, WindowData, make_windows, split_dates, _is_date
 from .model import TFTConfig
-from .evaluate import EVAL_BATCH, baseline_forecasts, forecast_metrics
+from .evaluate import EVAL_BATCH, forecast_metrics
+from .baselines import baseline_forecasts
 from .calibrate import Calibration
 from .train import TrainConfig
 from .checkpoint import CheckpointError, as_json, atomic_write, deferred_interrupt, load_checkpoint, replace_together

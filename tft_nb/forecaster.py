@@ -13,7 +13,8 @@ from .checks import SettingError
 from .data import SAMPLE_SOURCE, bar_spacing, load_sample, read_ohlcv
 from .windows import DataConfig, DataSpec, PRESETS, WindowData, Windows, empty_split_reason, make_windows
 from .model import TFTConfig, TemporalFusionTransformer
-from .evaluate import EVAL_BATCH, infer, test_metrics
+from .evaluate import EVAL_BATCH, infer
+from .baselines import test_metrics
 from .train import TrainConfig
 from .checkpoint import checkpoint_stem, load_checkpoint, read_sidecar, save_checkpoint
 from .run_folder import RunInterrupted
