@@ -21,7 +21,7 @@ from .train import TrainConfig
 from .checkpoint import CheckpointError, as_json, atomic_write, deferred_interrupt, load_checkpoint, replace_together
 from .run_folder import LOCK_NAME, FolderLock, RunInterrupted, run_files
 from .device import resolve_device
-from .fit import visible_log
+from .console import visible_log
 from .ensemble import Ensemble, has_run, new_models, train
 from .forecast import forecast_frame
 from .data import bar_spacing, check_bars, normalize_columns, tidy_bars

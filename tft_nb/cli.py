@@ -16,7 +16,8 @@ from .model import TFTConfig
 from .train import TrainConfig, Diverged
 from .checkpoint import atomic_write, read_sidecar
 from .run_folder import Interrupted, RunInterrupted, run_files
-from .fit import FitResult, visible_log
+from .console import visible_log
+from .fit import FitResult
 from .distributed import RankLost, env_rank
 from .forecast import checkpoint_data, forecast
 from .forecaster import Forecaster, data_sized, load_bars

@@ -19,7 +19,8 @@ from .train import TrainConfig
 from .checkpoint import CheckpointError, as_json, load_checkpoint, save_checkpoint
 from .run_folder import FolderLock, RunInterrupted, run_data
 from .device import build_model
-from .fit import FitResult, fit, visible_log
+from .console import visible_log
+from .fit import FitResult, fit
 from .distributed import World, agree, rank_log, this_world
 
 # %% auto #0

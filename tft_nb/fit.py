@@ -4,12 +4,13 @@
 
 # %% ../nbs/14_fit.ipynb #d58767a0
 from __future__ import annotations
-import contextlib, importlib.util, itertools, json, logging, math, signal, sys, time
+import contextlib, itertools, json, logging, math, signal, time
 from dataclasses import dataclass, asdict
 from pathlib import Path
 from typing import Callable
 import pandas as pd, torch
 from .checks import SettingError
+from .console import progress_bar, visible_log
 from .windows import Windows, WindowData, DataConfig
 from .model import TemporalFusionTransformer, start_at_har
 from .evaluate import EVAL_BATCH, check_series, bf16_autocast, predict, infer_batch
@@ -24,40 +25,8 @@ from .distributed import (World, ALONE, agree, agreed_stop, distributed, mean, o
                                 rank_log, shard_batches, val_loss, world_line, wrap)
 
 # %% auto #0
-__all__ = ['in_notebook', 'progress_bar', 'visible_log', 'chunked', 'epoch_steps', 'train_epoch', 'check_training_data',
-           'log_epoch', 'FitResult', 'calibrate_run', 'finish', 'log_configuration', 'run_epoch', 'pass_sizes',
-           'warm_up', 'fit']
-
-# %% ../nbs/14_fit.ipynb #d036a94e
-def in_notebook() -> bool:
-    "Whether this runs in a Jupyter kernel."
-    ipython = sys.modules.get('IPython')
-    shell = ipython.get_ipython() if ipython else None
-    return shell is not None and 'IPKernelApp' in shell.config
-
-def progress_bar(it, total: int, desc: str, enabled: bool | None = None):
-    "A tqdm bar over `it` where one is seen (`enabled=None`: a terminal, a notebook with widgets), else `it` itself."
-    if enabled is None: enabled = sys.stderr.isatty() or in_notebook() and importlib.util.find_spec('ipywidgets')
-    if not enabled: return it
-    from tqdm.auto import tqdm                       # a widget in a notebook: one output, however many batches
-    return tqdm(it, total=total, desc=desc, leave=False)
-
-# %% ../nbs/14_fit.ipynb #780dfb72
-class _Print(logging.Handler):
-    "Print a record's message to the current `sys.stdout` (a notebook cell's output)."
-    def emit(self, record): print(self.format(record), file=sys.stdout)
-
-@contextlib.contextmanager
-def visible_log(log: logging.Logger):
-    "Show `log`'s INFO lines while the block runs, where logging is not configured to show them."
-    handler, level = _Print(), log.level
-    added = not log.hasHandlers()                                  # configured: left as it is
-    if added: log.addHandler(handler)
-    if added and log.getEffectiveLevel() > logging.INFO: log.setLevel(logging.INFO)
-    try: yield log
-    finally:
-        log.removeHandler(handler)
-        log.setLevel(level)
+__all__ = ['chunked', 'epoch_steps', 'train_epoch', 'check_training_data', 'log_epoch', 'FitResult', 'calibrate_run', 'finish',
+           'log_configuration', 'run_epoch', 'pass_sizes', 'warm_up', 'fit']
 
 # %% ../nbs/14_fit.ipynb #f8a5e272
 def chunked(it, k: int):

@@ -19,7 +19,7 @@ from .train import TrainConfig
 from .checkpoint import checkpoint_stem, load_checkpoint, read_sidecar, save_checkpoint
 from .run_folder import RunInterrupted
 from .device import resolve_device
-from .fit import visible_log
+from .console import visible_log
 from .ensemble import final_checkpoint, new_models, train
 from .distributed import agree, distributed, rank_log
 from .forecast import checkpoint_data, forecast, load_model, sample_bars, split_windows

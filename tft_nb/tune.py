@@ -15,7 +15,8 @@ from .windows import DataConfig
 from .model import TFTConfig
 from .train import TrainConfig, Diverged
 from .ensemble import has_run
-from .fit import fit, visible_log
+from .console import visible_log
+from .fit import fit
 from .forecaster import Forecaster, data_sized, prepare_run, split_settings
 from .cli import ALIASES, command_parser, run_command
 from fastcore.basics import patch_to
