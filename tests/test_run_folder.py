@@ -8,6 +8,7 @@ from safetensors.torch import load_file, save
 from tft_nb.checkpoint import load_checkpoint, LEFTOVER
 from tft_nb.run_folder import FolderLock, LOCK_NAME
 import tft_nb.checkpoint as ckmod
+import tft_nb.files as files
 import procs
 
 SMALL = ['--hidden-size', '8', '--attention-heads', '2', '--lstm-layers', '1', '--encoder-length', '20']
@@ -123,12 +124,12 @@ def test_overwrite_on_a_full_disk_keeps_the_earlier_run(one_run, tmp_path, monke
     ck.mkdir()
     for f in one_run.iterdir(): (ck / f.name).write_bytes(f.read_bytes())
     before = _tree(ck)
-    real, calls = ckmod._write_temp, []
+    real, calls = files._write_temp, []
     def disk_full(path, data):
         calls.append(Path(path).name)
         if Path(path).name == 'tft_last.safetensors': raise OSError(errno.ENOSPC, 'No space left on device', str(path))
         return real(path, data)
-    monkeypatch.setattr(ckmod, '_write_temp', disk_full)
+    monkeypatch.setattr(files, '_write_temp', disk_full)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)                                            # as the runs above (ENV)
     try:

@@ -18,7 +18,8 @@ from .evaluate import EVAL_BATCH, forecast_metrics
 from .baselines import baseline_forecasts
 from .calibrate import Calibration
 from .train import TrainConfig
-from .checkpoint import CheckpointError, as_json, atomic_write, deferred_interrupt, load_checkpoint, replace_together
+from .files import atomic_write, deferred_interrupt, replace_together
+from .checkpoint import CheckpointError, as_json, load_checkpoint
 from .run_folder import LOCK_NAME, FolderLock, RunInterrupted, run_files
 from .device import resolve_device
 from .console import visible_log

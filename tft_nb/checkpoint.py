@@ -4,20 +4,20 @@
 
 # %% ../nbs/11_checkpoint.ipynb #2acfb40c
 from __future__ import annotations
-import contextlib, glob, hashlib, json, math, os, platform, random, re, signal, threading, time
+import hashlib, json, math, os, platform, random, re, time
 from pathlib import Path
 import numpy as np, torch
 from torch import Tensor
 import safetensors, safetensors.torch
 from .checks import UsageError, listed
+from .files import atomic_write, deferred_interrupt, fsync_dir, replace_together, second_names
 from .train import EpochProgress, TrainingState, nonfinite
 
 # %% auto #0
-__all__ = ['SIDECAR_DIGEST', 'LEFTOVER', 'RESUME_STATE', 'CheckpointError', 'checkpoint_stem', 'atomic_write', 'replace_together',
-           'held_signals', 'deferred_interrupt', 'sidecar_digest', 'versions', 'checkpoint_files', 'save_checkpoint',
-           'load_checkpoint', 'read_sidecar', 'add_to_sidecar', 'weight_mismatch', 'tidy_leftovers', 'as_json',
-           'optimizer_state', 'load_optimizer_state', 'rank_rng', 'rng_state', 'set_rng_state', 'resume_state',
-           'load_resume_state']
+__all__ = ['SIDECAR_DIGEST', 'LEFTOVER', 'RESUME_STATE', 'CheckpointError', 'checkpoint_stem', 'sidecar_digest', 'versions',
+           'checkpoint_files', 'save_checkpoint', 'load_checkpoint', 'read_sidecar', 'add_to_sidecar',
+           'weight_mismatch', 'tidy_leftovers', 'as_json', 'optimizer_state', 'load_optimizer_state', 'rank_rng',
+           'rng_state', 'set_rng_state', 'resume_state', 'load_resume_state']
 
 # %% ../nbs/11_checkpoint.ipynb #bf488b00
 class CheckpointError(UsageError):
@@ -29,127 +29,6 @@ def checkpoint_stem(path) -> Path:
     for suf in ('.train.safetensors', '.safetensors', '.json'):
         if p.name.endswith(suf): return p.with_name(p.name[:-len(suf)])
     return p
-
-# %% ../nbs/11_checkpoint.ipynb #b6bfb5b7
-def _name_max(folder: Path) -> int:
-    "The longest file name the file system of `folder` takes (255 where it does not say)."
-    try: return os.pathconf(folder, 'PC_NAME_MAX')
-    except (OSError, ValueError): return 255
-
-def _beside(real: Path, suffix: str) -> Path:
-    "A new hidden name in the folder of `real`: `.name.<random>suffix`, the name cut where the limit needs it."
-    tail = f'.{os.urandom(6).hex()}{suffix}'
-    return real.with_name(f'.{real.name[:_name_max(real.parent) - 1 - len(tail)]}{tail}')
-
-def _named(e: OSError, path) -> OSError: return OSError(e.errno, e.strerror, str(path))   # names `path`
-
-def _fsync_dir(folder: Path):
-    "Put the entries of `folder` (the renames in it) on disk."
-    fd = os.open(folder, os.O_RDONLY)
-    try: os.fsync(fd)
-    finally: os.close(fd)
-
-# %% ../nbs/11_checkpoint.ipynb #8093c81a
-def _write_temp(path, data: bytes) -> tuple[Path, Path]:
-    "Write `data` to a new temporary beside the file `path` names, flushed and fsynced; returns (temporary, file)."
-    real = Path(os.path.realpath(path))                   # through a symbolic link, as open() writes, not over it
-    tmp = _beside(real, '.tmp')
-    try: fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)   # the system applies the umask
-    except OSError as e: raise _named(e, path) from None
-    try:
-        if real.exists(): os.fchmod(fd, real.stat().st_mode & 0o7777)   # a replaced file keeps its mode
-        with os.fdopen(fd, 'wb') as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-    except BaseException as e:
-        os.remove(tmp)
-        if isinstance(e, OSError): raise _named(e, path) from None
-        raise
-    return tmp, real
-
-# %% ../nbs/11_checkpoint.ipynb #6ff16fd9
-def atomic_write(path, data: bytes):
-    "Write `data` to `path` so that `path` holds either its old content or all of `data`, even after a crash."
-    tmp, real = _write_temp(path, data)
-    try: os.replace(tmp, real)
-    except BaseException as e:
-        if os.path.exists(tmp): os.remove(tmp)
-        if isinstance(e, OSError): raise _named(e, path) from None
-        raise
-    _fsync_dir(real.parent)
-
-# %% ../nbs/11_checkpoint.ipynb #d7249676
-def _second_names(real: Path) -> list[Path]:
-    "The second names (hard links) that saves keep of the file `real` until its sidecar is in place."
-    return sorted(real.parent.glob(f'.{glob.escape(real.name)}.*.prev'))
-
-def _keep(real: Path, kept: dict):
-    "Give the file `real`, if it exists, a second name and record it in `kept`; skipped where links fail."
-    if not real.exists(): return
-    with contextlib.suppress(OSError):
-        os.link(real, pv := _beside(real, '.prev'))
-        kept[real] = pv
-
-def _drop_leftovers(real: Path):
-    "Remove the second names of `real` and the temporaries that killed saves left beside it."
-    for q in _second_names(real) + sorted(real.parent.glob(f'.{glob.escape(real.name)}.*.tmp')):
-        q.unlink(missing_ok=True)
-
-# %% ../nbs/11_checkpoint.ipynb #8ab3bc7b
-def _roll_back(temps: list, kept: dict, done: list, new: set):
-    "Undo a failed `replace_together`: remove its temporaries, put old files back, remove new ones."
-    for tmp, _ in temps:
-        if os.path.exists(tmp): os.remove(tmp)
-    for real in reversed(done):
-        if real in kept:
-            with contextlib.suppress(OSError):
-                os.replace(kept[real], real)
-                del kept[real]
-        elif real in new:
-            with contextlib.suppress(OSError): os.remove(real)
-    for real, pv in kept.items():
-        if real not in done: os.remove(pv)
-
-# %% ../nbs/11_checkpoint.ipynb #4f685fbc
-def replace_together(files: list[tuple[Path, bytes]]):
-    "Write `files` (path, bytes) so that a crash at any point leaves every file the last one (the sidecar) names."
-    temps, kept, done, new = [], {}, [], set()
-    try:
-        for p, b in files: temps.append(_write_temp(p, b))    # 1. every new file, whole, under a temporary name
-        new = {real for _, real in temps if not real.exists()}
-        for _, real in temps[:-1]: _keep(real, kept)          # 2. a second name for each file the old sidecar names
-        for tmp, real in temps:                               # 3. the renames, the sidecar's last: it commits
-            os.replace(tmp, real)
-            done.append(real)
-    except BaseException:                                     # an error, not a kill: put the old files back
-        _roll_back(temps, kept, done, new)
-        raise
-    _fsync_dir(temps[-1][1].parent)
-    for _, real in temps: _drop_leftovers(real)               # 4. the new files are the checkpoint
-
-# %% ../nbs/11_checkpoint.ipynb #fa15c585
-@contextlib.contextmanager
-def held_signals(signals=(signal.SIGINT, signal.SIGTERM)):
-    "Record SIGINT and SIGTERM in the list the block gets instead of acting on them, until the block ends."
-    held = []
-    if threading.current_thread() is not threading.main_thread():   # only the main thread gets signals
-        yield held
-        return
-    old = {s: h for s in signals if (h := signal.getsignal(s)) not in (None, signal.SIG_IGN)}   # both: left alone
-    for s in old: signal.signal(s, lambda sig, frame: held.append(sig))
-    try: yield held
-    finally:
-        for s, h in old.items(): signal.signal(s, h)
-
-@contextlib.contextmanager
-def deferred_interrupt(signals=(signal.SIGINT, signal.SIGTERM)):
-    "Hold Ctrl-C (SIGINT) and SIGTERM until the block ends, then deliver them: files written together stay together."
-    held = []
-    try:
-        with held_signals(signals) as held: yield
-    finally:
-        for s in dict.fromkeys(held): signal.raise_signal(s)   # handled as they would have been, once each
 
 # %% ../nbs/11_checkpoint.ipynb #d6e3e5d0
 def _json_default(o):
@@ -263,7 +142,7 @@ def _sidecar(side_p: Path) -> tuple[str, dict]:
 # %% ../nbs/11_checkpoint.ipynb #74c53a11
 def _old_version(p: Path, want: dict) -> bytes | None:
     "The content of a second name of `p` whose digest is `want` (kept by a killed save), or None."
-    for q in _second_names(Path(os.path.realpath(p))):
+    for q in second_names(Path(os.path.realpath(p))):
         try: b = q.read_bytes()
         except OSError: continue                          # dropped meanwhile by a save that finished
         if _digest(b) == want: return b
@@ -384,7 +263,7 @@ def tidy_leftovers(folder) -> list[str]:
                 and _digest(q.read_bytes()) == want): os.replace(q, real)
         else: q.unlink(missing_ok=True)
         done.append(q.name)
-    _fsync_dir(folder)
+    fsync_dir(folder)
     return done
 
 # %% ../nbs/11_checkpoint.ipynb #00559fe2

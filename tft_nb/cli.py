@@ -14,7 +14,8 @@ from .data import DATA_NAMES, DataError
 from .windows import DataConfig
 from .model import TFTConfig
 from .train import TrainConfig, Diverged
-from .checkpoint import atomic_write, read_sidecar
+from .files import atomic_write
+from .checkpoint import read_sidecar
 from .run_folder import Interrupted, RunInterrupted, run_files
 from .console import visible_log
 from .fit import FitResult

@@ -18,7 +18,8 @@ from .loss import coverage
 from .calibrate import Calibration
 from .train import (TrainConfig, TrainingState, EpochProgress, GradNormStats, HISTORY_COLUMNS, Diverged,
                           check_gradients, check_grad_norms, divergence, micro_batch_weights, split_share, train_step)
-from .checkpoint import held_signals, add_to_sidecar
+from .files import held_signals
+from .checkpoint import add_to_sidecar
 from .run_folder import RunFolder, RunInterrupted, run_data
 from .device import resolve_device, check_batch_fits, keep_freed_memory, release_freed_memory
 from .distributed import (World, ALONE, agree, agreed_stop, distributed, mean, own, per_rank, rank_device,

@@ -15,9 +15,10 @@ from .windows import DataConfig, WindowData
 from .model import TFTConfig
 from .train import TrainConfig, TrainingState, EarlyStopping, HISTORY_COLUMNS, learning_rate
 from .distributed import World, ALONE, agree, gather
+from .files import deferred_interrupt, replace_together
 from .checkpoint import (CheckpointError, RESUME_STATE, as_json, checkpoint_files, checkpoint_stem,
-                               deferred_interrupt, load_checkpoint, load_resume_state, rank_rng, replace_together,
-                               resume_state, tidy_leftovers, weight_mismatch)
+                               load_checkpoint, load_resume_state, rank_rng, resume_state, tidy_leftovers,
+                               weight_mismatch)
 try: import fcntl
 except ImportError: fcntl = None                                         # Windows: no folder lock, see below
 
