@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np, pandas as pd
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
-from .checks import SettingError, check_fields, check_ints, one_of
-from .windows import DataConfig, WindowData, make_windows, split_dates, _is_date
+from .checks import SettingError, check_fields, check_ints, is_date, one_of
+from .windows import DataConfig, WindowData, make_windows, split_dates
 from .model import TFTConfig
 from .evaluate import EVAL_BATCH, forecast_metrics
 from .baselines import baseline_forecasts
@@ -52,7 +52,7 @@ class BacktestConfig:
         check_ints(self)
         folds = self.folds
         check_fields(self, [
-            ('start', _is_date(self.start), 'a date such as 2017-01-01'), ('every', self.every >= 1, '>= 1'),
+            ('start', is_date(self.start), 'a date such as 2017-01-01'), ('every', self.every >= 1, '>= 1'),
             ('folds', folds is None or isinstance(folds, int) and not isinstance(folds, bool) and folds >= 1,
              'None (until the bars end) or an integer >= 1'),
             ('window', self.window in ('expanding', 'sliding'), one_of(('expanding', 'sliding'))),

@@ -6,11 +6,11 @@
 from __future__ import annotations
 import dataclasses
 from typing import Callable
-import numpy as np
+import numpy as np, pandas as pd
 
 # %% auto #0
-__all__ = ['as_argument', 'SpeltMessage', 'UsageError', 'SettingError', 'check_ints', 'check_fields', 'one_of', 'check_choice',
-           'listed']
+__all__ = ['as_argument', 'SpeltMessage', 'UsageError', 'SettingError', 'check_ints', 'check_fields', 'is_date', 'one_of',
+           'check_choice', 'listed']
 
 # %% ../nbs/00_checks.ipynb #bff77689
 def as_argument(name: str, *value) -> str:
@@ -47,6 +47,13 @@ def check_fields(cfg, rules: list[tuple]):
         if ok: continue
         got = getattr(cfg, name)
         raise SettingError(lambda s: f"{s(name)} must be {want(s) if callable(want) else want}, got {got!r}")
+
+# %% ../nbs/00_checks.ipynb #aaebbc97
+def is_date(v) -> bool:
+    "Whether `v` is None or reads as a timestamp."
+    if v is None: return True
+    try: return not pd.isna(pd.Timestamp(v))
+    except (ValueError, TypeError, OverflowError): return False
 
 # %% ../nbs/00_checks.ipynb #b3acb7e5
 def one_of(choices) -> str:

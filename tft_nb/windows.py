@@ -9,7 +9,7 @@ from dataclasses import dataclass, field as dataclass_field, replace
 from typing import Callable, NamedTuple
 import numpy as np, pandas as pd, torch
 from torch import Tensor
-from .checks import SettingError, check_fields, check_ints, listed, one_of
+from .checks import SettingError, check_fields, check_ints, is_date, listed, one_of
 from .data import DataError, COLUMNS, PRICES, check_bars, normalize_columns, suspect_moves_warning, tidy_bars
 from .covariates import RESERVED, category_codes, check_reals, static_categories, static_values
 
@@ -110,8 +110,8 @@ class DataConfig:
             ('scaling', self.scaling in scalings, one_of(scalings)),
             ('val_frac', 0 <= self.val_frac < 1, 'in [0, 1)'), ('test_frac', 0 <= self.test_frac < 1, 'in [0, 1)'),
             ('test_frac', self.val_frac + self.test_frac < 1, lambda s: f"< 1 - {s('val_frac')} ({self.val_frac})"),
-            ('val_start', _is_date(self.val_start), 'a date such as 2015-01-01'),
-            ('test_start', _is_date(self.test_start), 'a date such as 2015-01-01')])
+            ('val_start', is_date(self.val_start), 'a date such as 2015-01-01'),
+            ('test_start', is_date(self.test_start), 'a date such as 2015-01-01')])
 
     @property
     def encoder_vars(self) -> tuple:
@@ -127,12 +127,6 @@ class DataConfig:
 def _names(v) -> tuple:
     "Input names as a tuple: 'dow' is one name, not three letters."
     return (v,) if isinstance(v, str) else tuple(v)
-
-def _is_date(v) -> bool:
-    "Whether `v` is None or reads as a timestamp."
-    if v is None: return True
-    try: return not pd.isna(pd.Timestamp(v))
-    except (ValueError, TypeError, OverflowError): return False
 
 # %% ../nbs/02_windows.ipynb #ff018406
 PRESETS = {
