@@ -135,19 +135,25 @@ def open_study(cfg: TuneConfig) -> optuna.Study:
     "The study of `cfg` in its storage, created if new: TPE proposals, the median rule for pruning."
     url = storage_url(cfg)
     if cfg.storage is None: Path(cfg.tune_dir).mkdir(parents=True, exist_ok=True)   # tune.db's folder
+    for attempt in range(3):
+        try: return _study(cfg, url)
+        except Exception as e:                               # SQLAlchemy's errors, a missing database driver
+            why = (str(e).strip().splitlines() or [type(e).__name__])[0]
+            if 'already exists' in why and attempt < 2: continue   # another worker made the tables meanwhile
+            err = SettingError(lambda s: f"{s('storage')} {url}: the study's storage cannot be opened ({why})")
+            raise err from None
+
+def _study(cfg: TuneConfig, url: str) -> optuna.Study:
+    "The study of `cfg` at `url`, created if new; errors as the storage raises them."
     wait = {'connect_args': {'timeout': 60}} if url.startswith('sqlite') else {}
-    try:
-        with warnings.catch_warnings():                      # the heartbeat is experimental in Optuna
-            warnings.simplefilter('ignore', optuna.exceptions.ExperimentalWarning)
-            storage = optuna.storages.RDBStorage(url, engine_kwargs=wait, heartbeat_interval=max(cfg.grace // 4, 5),
-                                                 grace_period=cfg.grace)
-        sampler = optuna.samplers.TPESampler(seed=cfg.sampler_seed, constant_liar=True)
-        pruner = optuna.pruners.MedianPruner(n_startup_trials=cfg.startup_trials, n_warmup_steps=cfg.min_epochs)
-        return optuna.create_study(storage=storage, study_name=cfg.study, sampler=sampler, pruner=pruner,
-                                   direction='minimize', load_if_exists=True)
-    except Exception as e:                                   # SQLAlchemy's errors, a missing database driver
-        why = (str(e).strip().splitlines() or [type(e).__name__])[0]
-        raise SettingError(lambda s: f"{s('storage')} {url}: the study's storage cannot be opened ({why})") from None
+    with warnings.catch_warnings():                          # the heartbeat is experimental in Optuna
+        warnings.simplefilter('ignore', optuna.exceptions.ExperimentalWarning)
+        storage = optuna.storages.RDBStorage(url, engine_kwargs=wait, heartbeat_interval=max(cfg.grace // 4, 5),
+                                             grace_period=cfg.grace)
+    sampler = optuna.samplers.TPESampler(seed=cfg.sampler_seed, constant_liar=True)
+    pruner = optuna.pruners.MedianPruner(n_startup_trials=cfg.startup_trials, n_warmup_steps=cfg.min_epochs)
+    return optuna.create_study(storage=storage, study_name=cfg.study, sampler=sampler, pruner=pruner,
+                               direction='minimize', load_if_exists=True)
 
 # %% ../nbs/23_tune.ipynb #1cc0fdcf
 def _alive(pid: int) -> bool:
