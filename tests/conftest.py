@@ -1,8 +1,10 @@
 """Session hooks for the processes tests start (tests/procs.py): a SIGTERM or SIGHUP to pytest (a CI job cancelled, the
 terminal closed) becomes KeyboardInterrupt, so that every test's `finally` kills its children, which run in sessions of
 their own and would not get the signal themselves; at the end, a sweep kills any group still alive; the summary says
-how the safety limits were scaled."""
-import signal, sys
+how the safety limits were scaled. Under pytest-xdist each worker gets its share of the cores: torch threads in the
+worker and OMP_NUM_THREADS for the processes its tests start (two workers of two threads on two cores run several
+times slower)."""
+import os, signal, sys
 from pathlib import Path
 
 _here = str(Path(__file__).resolve().parent)
@@ -18,6 +20,11 @@ def _interrupt(signum, frame):
 
 
 def pytest_configure(config):
+    if workers := os.environ.get('PYTEST_XDIST_WORKER_COUNT'):
+        import torch
+        threads = max(1, (os.cpu_count() or 1) // int(workers))
+        os.environ['OMP_NUM_THREADS'] = str(threads)
+        torch.set_num_threads(threads)
     for s in _STOP:
         if signal.getsignal(s) is signal.SIG_DFL:     # an ignored SIGHUP (nohup) stays ignored
             _before[s] = signal.signal(s, _interrupt)

@@ -1,6 +1,6 @@
 "End-to-end tests of tft_backtest: a short backtest writes its table; one killed by SIGKILL, run again, ends the same."
 import json, os, signal, subprocess, sys
-import pandas as pd
+import pandas as pd, pytest
 from tft_nb.data import load_sample
 import procs
 
@@ -52,6 +52,7 @@ def test_backtest_writes_its_table(tmp_path):
 
 def _holds_epoch(side, n): return side.exists() and json.loads(side.read_text())['epoch'] == n
 
+@pytest.mark.slow
 def test_killed_backtest_resumes_to_the_same_table(tmp_path):
     "SIGKILL a backtest inside fold 2's second epoch, run the same command again, compare with an uninterrupted one."
     data = _bars(tmp_path)

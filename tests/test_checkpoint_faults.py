@@ -101,6 +101,7 @@ def test_sigkill_during_writes(tmp_path, delay):
     w, side, ts = load_checkpoint(tmp_path / 'tft_last', train_state=True)   # whenever killed: a whole checkpoint
     assert float(w['w'][0]) == side['epoch'] == float(ts['s'][0])           # the parts belong together
 
+@pytest.mark.slow
 def test_failed_forecast_write_keeps_the_old_file(tmp_path, monkeypatch):
     """tft_predict writes its CSV atomically: a failure at the rename leaves the earlier forecasts whole and no
     temporary."""

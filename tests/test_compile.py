@@ -13,6 +13,8 @@ from tft_nb.train import TrainConfig
 from tft_nb.fit import fit
 from tft_nb import gating
 
+pytestmark = pytest.mark.slow   # the second tier (pytest.ini)
+
 COMPILE = TemporalFusionTransformer.compile
 
 

@@ -13,7 +13,8 @@ from safetensors.torch import load_file
 from tft_nb.checkpoint import load_checkpoint
 import procs
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith('linux'), reason='reads /proc to find the workers')
+pytestmark = [pytest.mark.skipif(not sys.platform.startswith('linux'), reason='reads /proc to find the workers'),
+              pytest.mark.slow]   # the second tier (pytest.ini)
 
 SMALL = ['--hidden-size', '8', '--attention-heads', '2', '--lstm-layers', '1', '--encoder-length', '20',
          '--device', 'cpu']

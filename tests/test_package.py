@@ -5,6 +5,9 @@ from configparser import ConfigParser
 from pathlib import Path
 import pandas as pd
 import procs
+import pytest
+
+pytestmark = pytest.mark.slow   # the second tier (pytest.ini)
 
 ROOT = Path(__file__).resolve().parents[1]
 

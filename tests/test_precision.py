@@ -8,6 +8,8 @@ from tft_nb.model import TFTConfig, TemporalFusionTransformer
 from tft_nb.train import TrainConfig
 from tft_nb.fit import fit
 
+pytestmark = pytest.mark.slow   # the second tier (pytest.ini)
+
 
 @pytest.fixture(scope='module')
 def data():

@@ -1,6 +1,9 @@
 "A price target (`--target close`) is forecast as the log change from the origin: about as good as persistence."
 import pandas as pd
 from tft_nb.cli import tft_train
+import pytest
+
+pytestmark = pytest.mark.slow   # the second tier (pytest.ini)
 
 def test_close_target_is_as_good_as_persistence(tmp_path):
     "Before the change, a z-scored price level gave a test MAE about 15 times persistence's; now within a few percent."

@@ -2,6 +2,9 @@
 import os, re, sys
 from pathlib import Path
 import procs
+import pytest
+
+pytestmark = pytest.mark.slow   # the second tier (pytest.ini)
 
 README = Path(__file__).resolve().parents[1] / 'README.md'
 ENV = {**os.environ, 'PYTHONHASHSEED': '0', 'OMP_NUM_THREADS': '1'}

@@ -84,6 +84,7 @@ HOLDER = textwrap.dedent('''
 ''')
 
 
+@pytest.mark.slow
 def test_a_killed_holder_leaves_the_folder_free(tmp_path):
     "SIGKILL the process that holds the lock: the system releases it, and the next run takes the folder."
     ck = tmp_path / 'ck'
@@ -100,6 +101,7 @@ def test_a_killed_holder_leaves_the_folder_free(tmp_path):
     assert LOCK_NAME not in os.listdir(ck)
 
 
+@pytest.mark.slow
 def test_two_runs_started_at_once_into_one_folder(tmp_path):
     "Two tft_train at the same moment into one folder: one trains, the other is refused; the folder holds one run."
     ck = tmp_path / 'ck'
@@ -151,7 +153,7 @@ def full_run(tmp_path_factory):
 def _holds_epoch(side: Path, n: int) -> bool: return side.exists() and json.loads(side.read_text())['epoch'] == n
 
 
-@pytest.mark.parametrize('sig', [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize('sig', [signal.SIGINT, pytest.param(signal.SIGTERM, marks=pytest.mark.slow)])
 def test_a_signal_inside_an_epoch_saves_its_place_and_the_run_resumes_exactly(full_run, tmp_path, sig):
     """Ctrl-C or SIGTERM (a preempted machine) inside epoch 2: the step finishes, tft_last holds the run to that step,
     the line says where it stopped, the exit status is 128 + the signal; resumed, the run ends with the weights and

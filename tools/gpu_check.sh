@@ -56,7 +56,7 @@ if [ -n "${SMALL:-}" ]; then SIZE="--hidden 16 --heads 2 --lstm 1 --batch 32"; S
 else SIZE="--hidden 256 --heads 8 --lstm 2 --batch 32"; STEPS="--steps 100 --warm 5 --passes 3"; fi
 step speed_bench 240 python3 bench/speed_bench.py --device "$DEVICE" --rounds 1 --threads 4 $SIZE $STEPS \
   --variants "${VARIANTS:-eager,bf16,graphs,graphs-bf16}"
-[ "$DEVICE" = cuda ] && step cuda_checks 150 python3 -m pytest -q -p no:cacheprovider tests/cuda_checks.py
+[ "$DEVICE" = cuda ] && step cuda_checks 150 python3 -m pytest -q -n 0 tests/cuda_checks.py
 
 predict() {
 python3 - "$1" <<'EOF'
