@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np, pandas as pd
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
-from .checks import SettingError, check_fields, check_ints, is_date, one_of
+from .checks import SettingError, check_fields, check_ints, is_date, one_of, refuse_unknown
 from .windows import DataConfig, WindowData, make_windows, split_dates
 from .model import TFTConfig
 from .evaluate import EVAL_BATCH, forecast_metrics
@@ -320,9 +320,8 @@ def split_backtest_settings(settings: dict) -> tuple[dict, dict, dict, dict]:
     names = [{f.name for f in fields(BacktestConfig)}, {f.name for f in fields(DataConfig)} - set(SPLIT_FIELDS),
              {f.name for f in fields(TFTConfig)} - data_sized(),
              {f.name for f in fields(TrainConfig)} - set(BACKTEST_OWNS)]
-    if unknown := sorted(set(settings) - set().union(*names)):
-        raise SettingError(f"unknown setting(s) {', '.join(unknown)}: tft_backtest takes the fields of BacktestConfig, "
-                           "DataConfig (but its splits), TFTConfig (but its data-derived sizes) and TrainConfig")
+    refuse_unknown(settings, set().union(*names), 'tft_backtest takes the fields of BacktestConfig, DataConfig (but '
+                   'its splits), TFTConfig (but its data-derived sizes) and TrainConfig')
     return tuple({k: v for k, v in settings.items() if k in n} for n in names)
 
 

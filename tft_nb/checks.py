@@ -10,7 +10,7 @@ import numpy as np, pandas as pd
 
 # %% auto #0
 __all__ = ['as_argument', 'SpeltMessage', 'UsageError', 'SettingError', 'check_ints', 'check_fields', 'is_date', 'one_of',
-           'check_choice', 'listed']
+           'check_choice', 'listed', 'refuse_unknown']
 
 # %% ../nbs/00_checks.ipynb #bff77689
 def as_argument(name: str, *value) -> str:
@@ -48,7 +48,7 @@ def check_fields(cfg, rules: list[tuple]):
         got = getattr(cfg, name)
         raise SettingError(lambda s: f"{s(name)} must be {want(s) if callable(want) else want}, got {got!r}")
 
-# %% ../nbs/00_checks.ipynb #aaebbc97
+# %% ../nbs/00_checks.ipynb #0eeac05c
 def is_date(v) -> bool:
     "Whether `v` is None or reads as a timestamp."
     if v is None: return True
@@ -68,3 +68,9 @@ def check_choice(name: str, value, choices):
 def listed(names: list, k: int = 5) -> str:
     "The first `k` of `names` joined by commas, then ' and N more'."
     return ', '.join(map(str, names[:k])) + (f' and {len(names) - k} more' if len(names) > k else '')
+
+# %% ../nbs/00_checks.ipynb #1c988405
+def refuse_unknown(given, allowed: set, takes: str, kind: str = 'setting'):
+    "Raise naming each of `given`'s names that is not in `allowed`; `takes` says what the caller takes."
+    if unknown := sorted(set(given) - set(allowed)):
+        raise SettingError(f"unknown {kind}(s) {', '.join(unknown)}: {takes}")

@@ -9,7 +9,7 @@ from dataclasses import asdict, fields
 from pathlib import Path
 import pandas as pd
 from fastcore.basics import patch
-from .checks import SettingError
+from .checks import SettingError, refuse_unknown
 from .data import SAMPLE_SOURCE, bar_spacing, load_sample, read_ohlcv
 from .windows import DataConfig, DataSpec, PRESETS, WindowData, Windows, empty_split_reason, make_windows
 from .model import TFTConfig, TemporalFusionTransformer
@@ -38,9 +38,8 @@ def split_settings(settings: dict) -> tuple[dict, dict, TrainConfig]:
     "The settings of `tft_train` for `DataConfig`, `TFTConfig` and `TrainConfig`; an unknown name is an error."
     names = [{f.name for f in fields(DataConfig)}, {f.name for f in fields(TFTConfig)} - data_sized(),
              {f.name for f in fields(TrainConfig)}]
-    if unknown := sorted(set(settings) - set().union(*names)):
-        raise SettingError(f"unknown setting(s) {', '.join(unknown)}: tft_train takes the fields of DataConfig, "
-                           "TFTConfig (but its data-derived sizes) and TrainConfig")
+    refuse_unknown(settings, set().union(*names), 'tft_train takes the fields of DataConfig, TFTConfig (but its '
+                   'data-derived sizes) and TrainConfig')
     data_kw, model_kw, train_kw = ({k: v for k, v in settings.items() if k in n} for n in names)
     return data_kw, model_kw, TrainConfig(**train_kw)
 
@@ -105,9 +104,8 @@ class Forecaster:
         data_config: DataConfig | dict | None = None,  # the data's settings (a dict: resolved against the data)
         train_config: TrainConfig | None = None,       # how to train
         **model):                                      # TFTConfig's fields but the data-derived sizes
-        if unknown := sorted(set(model) - ({f.name for f in fields(TFTConfig)} - data_sized())):
-            raise SettingError(f"unknown model setting(s) {', '.join(unknown)}: a Forecaster takes the fields of "
-                               "TFTConfig but its data-derived sizes")
+        refuse_unknown(model, {f.name for f in fields(TFTConfig)} - data_sized(),
+                       'a Forecaster takes the fields of TFTConfig but its data-derived sizes', kind='model setting')
         self.data_config, self.train_config, self.model_settings = data_config, train_config or TrainConfig(), model
         self.model = self.data = self.bars = self.result = self.metrics = self.checkpoint = None
 
