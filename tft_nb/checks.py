@@ -69,7 +69,7 @@ def listed(names: list, k: int = 5) -> str:
     "The first `k` of `names` joined by commas, then ' and N more'."
     return ', '.join(map(str, names[:k])) + (f' and {len(names) - k} more' if len(names) > k else '')
 
-# %% ../nbs/00_checks.ipynb #1c988405
+# %% ../nbs/00_checks.ipynb #0860d4c5
 def refuse_unknown(given, allowed: set, takes: str, kind: str = 'setting'):
     "Raise naming each of `given`'s names that is not in `allowed`; `takes` says what the caller takes."
     if unknown := sorted(set(given) - set(allowed)):
