@@ -18,7 +18,7 @@ from torch import nn
 import tft_nb.gating as G
 from tft_nb.model import TFTConfig, TemporalFusionTransformer
 from tft_nb.loss import quantile_loss
-from model_bench import make_batch, timed          # bench/ is on sys.path when this file runs as a script
+from step_bench import make_batch, timed          # bench/ is on sys.path when this file runs as a script
 
 CPU = torch.device('cpu')
 

@@ -29,7 +29,7 @@ Usage: python bench/grad_norm_bench.py [--steps N] [--device cpu|cuda]
 import argparse, math, statistics, time
 import torch
 import tft_nb.train as F
-from model_bench import make_batch              # bench/ is on sys.path when this file runs as a script
+from step_bench import make_batch              # bench/ is on sys.path when this file runs as a script
 from tft_nb.model import TFTConfig, TemporalFusionTransformer
 from tft_nb.loss import quantile_loss
 from tft_nb.train import grad_norm, GradNormStats

@@ -4,11 +4,11 @@
 # of value, each step under its own time limit and skipped when the budget ($BUDGET s, 560 by default) runs short:
 #   1. nbs/19_training_run.ipynb executed with its outputs saved (with CUDA: the full 50-epoch original configuration
 #      through tft_train, bf16 autocast, eager), its figures and metrics.csv;
-#   2. bench/speed_bench.py on $DEVICE at the original configuration: eager fp32, bf16, compiled with CUDA graphs in
-#      fp32 and bf16 (issue 27's levers on the GPU);
+#   2. bench/step_bench.py speed on $DEVICE at the original configuration: eager fp32, bf16, compiled with CUDA graphs
+#      in fp32 and bf16 (issue 27's levers on the GPU);
 #   3. tests/cuda_checks.py: CUDA graphs train like eager, keep every batch's forecasts, bf16 trains;
 #   4. tft_predict of the run's best checkpoint on $DEVICE and on the CPU: the largest difference of the forecasts;
-#   5. bench/model_bench.py on $DEVICE: step times and achieved FLOP/s against large matmuls of each precision;
+#   5. bench/step_bench.py model on $DEVICE: step times and achieved FLOP/s against large matmuls of each precision;
 #   6. tft_train under torchrun (NCCL, DistributedDataParallel, one process per GPU), a small model for 2 epochs, then
 #      tft_predict of its best checkpoint without torchrun;
 #   7. nbdev_test, the notebooks' inline tests, on a machine with CUDA, in the time left.
@@ -54,7 +54,7 @@ tar -czf "$OUT/run.tar.gz" nbs/runs/training_run/metrics.csv nbs/runs/training_r
 
 if [ -n "${SMALL:-}" ]; then SIZE="--hidden 16 --heads 2 --lstm 1 --batch 32"; STEPS="--steps 5 --warm 2 --passes 1"
 else SIZE="--hidden 256 --heads 8 --lstm 2 --batch 32"; STEPS="--steps 100 --warm 5 --passes 3"; fi
-step speed_bench 240 python3 bench/speed_bench.py --device "$DEVICE" --rounds 1 --threads 4 $SIZE $STEPS \
+step speed_bench 240 python3 bench/step_bench.py speed --device "$DEVICE" --rounds 1 --threads 4 $SIZE $STEPS \
   --variants "${VARIANTS:-eager,bf16,graphs,graphs-bf16}"
 [ "$DEVICE" = cuda ] && step cuda_checks 150 python3 -m pytest -q -n 0 tests/cuda_checks.py
 
@@ -70,7 +70,7 @@ print(f"tft_predict: {len(a)} forecasts; max |{dev} - cpu| = {float((a[q] - b[q]
 EOF
 }
 step predict_devices 60 bash -c "$(declare -f predict); predict $DEVICE"
-step model_bench 90 python3 bench/model_bench.py --devices "$DEVICE" --cuda-batches 32,256
+step model_bench 90 python3 bench/step_bench.py model --devices "$DEVICE" --cuda-batches 32,256
 
 torchrun() {
   local gpus; gpus=$(python3 -c "import torch; print(max(1, torch.cuda.device_count()) if '$1' == 'cuda' else 2)")
