@@ -20,6 +20,8 @@ from .fit import fit
 from .forecaster import Forecaster, data_sized, prepare_run, split_settings
 from .cli import ALIASES, command_parser, run_command
 from fastcore.basics import patch_to
+try: import fcntl
+except ImportError: fcntl = None                                         # Windows: no lock while creating
 
 # %% auto #0
 __all__ = ['DEFAULT_SPACE', 'TUNE_OWNS', 'parse_space', 'check_space', 'TuneConfig', 'storage_url', 'open_study', 'revive',
@@ -136,12 +138,24 @@ def open_study(cfg: TuneConfig) -> optuna.Study:
     url = storage_url(cfg)
     if cfg.storage is None: Path(cfg.tune_dir).mkdir(parents=True, exist_ok=True)   # tune.db's folder
     for attempt in range(3):
-        try: return _study(cfg, url)
+        try:
+            with _creating(url): return _study(cfg, url)
         except Exception as e:                               # SQLAlchemy's errors, a missing database driver
             why = (str(e).strip().splitlines() or [type(e).__name__])[0]
             if 'already exists' in why and attempt < 2: continue   # another worker made the tables meanwhile
             err = SettingError(lambda s: f"{s('storage')} {url}: the study's storage cannot be opened ({why})")
             raise err from None
+
+@contextlib.contextmanager
+def _creating(url: str):
+    "Hold an exclusive lock on the file of a SQLite `url` (made empty if new) for the block; other URLs: no lock."
+    path = url.removeprefix('sqlite:///') if url.startswith('sqlite:///') and '?' not in url else None
+    if fcntl is None or path is None or not Path(path).parent.is_dir():
+        yield
+        return
+    with open(path, 'ab') as f:                              # an empty file is an empty SQLite database
+        fcntl.flock(f, fcntl.LOCK_EX)                        # not SQLite's own locks (those are fcntl's)
+        yield
 
 def _study(cfg: TuneConfig, url: str) -> optuna.Study:
     "The study of `cfg` at `url`, created if new; errors as the storage raises them."
