@@ -60,6 +60,7 @@ def test_other_quantiles(tmp_path):
     assert [c for c in fc.columns if c.startswith('q')] == ['q0.05', 'q0.5', 'q0.95']
     assert ((fc['q0.05'] <= fc['q0.5']) & (fc['q0.5'] <= fc['q0.95'])).all()
 
+@pytest.mark.slow
 def test_own_inputs_train_then_predict(tmp_path):
     """A CSV with a past-observed, a known-future and a static column: trained on with --observed/--known/--static,
     named in the variable importance; tft_predict reads the columns, needs --future for the calendar's next values,
@@ -98,6 +99,7 @@ def test_own_inputs_train_then_predict(tmp_path):
             '--future', str(tmp_path / 'nope.csv'))
     assert r.returncode == 2 and r.stderr.strip() == f"tft_predict: error: {tmp_path / 'nope.csv'}: no such file"
 
+@pytest.mark.slow
 def test_intraday_databento_folder(tmp_path):
     """Minute bars in a Databento-style folder (bars beside metadata JSON): train, then forecasts from the next
     session's open."""
@@ -309,6 +311,7 @@ def test_predict_never_writes_over_its_inputs(one_run, tmp_path):
     r = run('tft_predict', '--checkpoint', ck, '--data', str(data), '--output', str(data / 'fc.txt'))
     assert r.returncode == 0 and (data / 'fc.txt').is_file(), r.stderr[-2000:]
 
+@pytest.mark.slow
 def test_predict_test_split_is_the_runs_own(tmp_path):
     """A run split by fractions: tft_predict --split test on a shorter file (its first half cut) forecasts the run's
     test period, not the file's last 15%."""
