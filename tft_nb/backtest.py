@@ -9,8 +9,6 @@ from typing import Callable
 from dataclasses import dataclass, asdict, fields, replace
 from pathlib import Path
 import numpy as np, pandas as pd
-import matplotlib.pyplot as plt
-from matplotlib.figure import Figure
 from .checks import SettingError, check_fields, check_ints, is_date, one_of, refuse_unknown
 from .windows import DataConfig, WindowData, make_windows, split_dates
 from .model import TFTConfig
@@ -33,8 +31,7 @@ from .forecaster import data_columns, data_config, data_sized, load_bars
 __all__ = ['SPLIT_FIELDS', 'MAY_CHANGE', 'SETTINGS_FILE', 'FOLD_FILES', 'BACKTEST_OWNS', 'BacktestConfig', 'fold_plan',
            'fold_bars', 'fold_windows', 'fold_forecasts', 'read_forecasts', 'backtest_table', 'model_settings',
            'bars_digest', 'backtest_settings', 'record_settings', 'fold_folder', 'final_weights', 'run_fold',
-           'Backtest', 'walk_forward', 'plot_backtest', 'split_backtest_settings', 'tft_backtest', 'backtest_parser',
-           'main_backtest']
+           'Backtest', 'walk_forward', 'split_backtest_settings', 'tft_backtest', 'backtest_parser', 'main_backtest']
 
 # %% ../nbs/21_backtest.ipynb #d75ac529
 @dataclass
@@ -286,31 +283,6 @@ def walk_forward(bars: pd.DataFrame, cfg: DataConfig = DataConfig(), model: dict
             atomic_write(root / 'backtest.csv', table.to_csv(index=False).encode())
         finally: lock.release()
     return Backtest(plan, forecasts, table, root)
-
-# %% ../nbs/21_backtest.ipynb #e5a922f3
-def plot_backtest(result: Backtest) -> Figure:
-    "Each model's q-risk at P50 and at the top quantile per fold, and the coverage of its outer band against nominal."
-    t = result.table[result.table.fold != 'overall']
-    qs = [float(c[1:]) for c in result.forecasts.columns if c.startswith('q')]
-    P = lambda x: f'P{100 * x:.4g}'
-    mid = 0.5 if 0.5 in qs else qs[len(qs) // 2]
-    at = dict(zip(result.folds.fold, result.folds.test_start))
-    fig, (a, b) = plt.subplots(1, 2, figsize=(13, 4))
-    for m, d in t.groupby('model', sort=False):
-        x = d.fold.map(at)
-        line, = a.plot(x, d[f'q_risk_{P(mid)}'], 'o-', ms=3, label=f'{m} {P(mid)}')
-        a.plot(x, d[f'q_risk_{P(qs[-1])}'], 'o--', ms=3, color=line.get_color(), label=f'{m} {P(qs[-1])}')
-        if len(qs) > 1: b.plot(x, d[f'coverage_{P(qs[0])}_{P(qs[-1])}'], 'o-', ms=3, color=line.get_color(), label=m)
-    a.set(title='q-risk per fold (lower is better)', xlabel='fold start', ylabel='q-risk')
-    a.legend(fontsize=7, ncol=2)
-    if len(qs) > 1:
-        b.axhline(qs[-1] - qs[0], color='k', ls=':', lw=1, label=f'nominal {qs[-1] - qs[0]:.0%}')
-        b.set(title=f'{P(qs[0])}-{P(qs[-1])} coverage per fold', xlabel='fold start', ylabel='share of outcomes',
-              ylim=(0, 1))
-        b.legend(fontsize=7)
-    fig.autofmt_xdate()
-    fig.tight_layout()
-    return fig
 
 # %% ../nbs/21_backtest.ipynb #4d104736
 BACKTEST_OWNS = ('checkpoint_dir', 'overwrite')   # TrainConfig fields that tft_backtest sets itself

@@ -85,7 +85,7 @@ def run_windows(bars: pd.DataFrame, source: str, cfg: DataConfig) -> WindowData:
 def report(model: TemporalFusionTransformer, wd: WindowData, log: logging.Logger,
            calibration: Calibration | None = None) -> pd.DataFrame:
     "Log the test metrics (calibrated too) next to the baselines and the variable importance; return the metrics."
-    from tft_nb.interpret import variable_importance   # it imports matplotlib, which the rest does not need
+    from tft_nb.interpret import variable_importance   # here: the methods below take its name in this module
     out = infer(model, wd.test)                         # one pass: forecasts and selection weights
     cal = None if calibration is None else recalibrated(model, wd, wd.test, calibration, out.quantiles)
     metrics = test_metrics(model, wd, pred=out.quantiles, calibrated=cal)
