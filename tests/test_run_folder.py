@@ -1,14 +1,13 @@
 """A run folder that cannot mix runs, lose a run or call a diverged run a success (issue 25): the folder lock, two
 runs started at once, a full disk under --overwrite, a signal inside an epoch, divergence, and what killed saves
 leave behind."""
-import errno, json, logging, os, re, signal, subprocess, sys, textwrap
+import json, logging, os, re, signal, subprocess, sys, textwrap
 from pathlib import Path
 import pandas as pd, pytest, torch
 from safetensors.torch import load_file, save
 from tft_nb.checkpoint import load_checkpoint, LEFTOVER
 from tft_nb.run_folder import FolderLock, LOCK_NAME
 import tft_nb.checkpoint as ckmod
-import tft_nb.files as files
 import procs
 
 SMALL = ['--hidden-size', '8', '--attention-heads', '2', '--lstm-layers', '1', '--encoder-length', '20']
@@ -118,29 +117,35 @@ def test_two_runs_started_at_once_into_one_folder(tmp_path):
     load_checkpoint(ck / 'tft_last', train_state=True)
 
 
-def test_overwrite_on_a_full_disk_keeps_the_earlier_run(one_run, tmp_path, monkeypatch, capsys):
-    """--overwrite, and the disk fills while the new run's first epoch is written: one line naming the error, and the
-    earlier run is exactly as it was (its files are removed only after the new run's first checkpoint is on disk)."""
+FULL_DISK = textwrap.dedent('''
+    import errno, sys
+    from pathlib import Path
+    import tft_nb.files as files
     from tft_nb.cli import main_train
+    real = files._write_temp
+    def disk_full(path, data):
+        print('writing', Path(path).name, flush=True)
+        if Path(path).name == 'tft_last.safetensors': raise OSError(errno.ENOSPC, 'No space left on device', str(path))
+        return real(path, data)
+    files._write_temp = disk_full
+    main_train(sys.argv[1:])
+''')
+
+
+def test_overwrite_on_a_full_disk_keeps_the_earlier_run(one_run, tmp_path):
+    """--overwrite, and the disk fills while the new run's first epoch is written: one line naming the error, and the
+    earlier run is exactly as it was (its files are removed only after the new run's first checkpoint is on disk). The
+    run is a process of its own, as a user's is: the full disk is its file writer raising ENOSPC."""
     ck = tmp_path / 'ck'
     ck.mkdir()
     for f in one_run.iterdir(): (ck / f.name).write_bytes(f.read_bytes())
     before = _tree(ck)
-    real, calls = files._write_temp, []
-    def disk_full(path, data):
-        calls.append(Path(path).name)
-        if Path(path).name == 'tft_last.safetensors': raise OSError(errno.ENOSPC, 'No space left on device', str(path))
-        return real(path, data)
-    monkeypatch.setattr(files, '_write_temp', disk_full)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)                                            # as the runs above (ENV)
-    try:
-        with pytest.raises(SystemExit) as e: main_train([*QUICK[1:], '--checkpoint-dir', str(ck), '--overwrite'])
-    finally: torch.set_num_threads(threads)
-    assert e.value.code == 2
-    last = capsys.readouterr().err.strip().splitlines()[-1]
-    assert last == f'tft_train: error: {ck}/tft_last.safetensors: No space left on device', last
-    assert calls[:2] == ['tft_epoch_001.safetensors', 'tft_epoch_001.train.safetensors']   # the new files, written...
+    r = procs.run([sys.executable, '-X', 'faulthandler', '-c', FULL_DISK, *QUICK[1:], '--checkpoint-dir', str(ck),
+                   '--overwrite'], env=ENV)
+    assert r.returncode == 2, r.stderr[-3000:]
+    assert _lines(r)[-1] == f'tft_train: error: {ck}/tft_last.safetensors: No space left on device', r.stderr[-3000:]
+    written = [ln.split()[1] for ln in r.stdout.splitlines() if ln.startswith('writing ')]
+    assert written[:2] == ['tft_epoch_001.safetensors', 'tft_epoch_001.train.safetensors'], written   # the new files..
     assert _tree(ck) == before                                          # ...and the earlier run is untouched
 
 
