@@ -6,6 +6,7 @@
 from __future__ import annotations
 import contextlib, logging, math
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 import torch
 from torch import nn, Tensor
 from torch.optim.lr_scheduler import ReduceLROnPlateau
@@ -19,11 +20,11 @@ from .loss import quantile_loss
 from .evaluate import bf16_autocast
 
 # %% auto #0
-__all__ = ['DEVICES', 'DOT_MIN', 'VANISHING', 'EXPLODING', 'NO_DECAY', 'HISTORY_COLUMNS', 'TrainConfig', 'check_train_config',
-           'split_share', 'micro_batch_weights', 'grad_norm', 'GradNormStats', 'check_grad_norms', 'param_groups',
-           'make_optimizer', 'TrainingError', 'check_optimizer', 'check_gradients', 'train_step', 'make_scheduler',
-           'learning_rate', 'set_learning_rate', 'EarlyStopping', 'EpochProgress', 'TrainingState', 'Diverged',
-           'nonfinite', 'divergence']
+__all__ = ['DEVICES', 'DOT_MIN', 'VANISHING', 'EXPLODING', 'NO_DECAY', 'HISTORY_COLUMNS', 'TrainConfig', 'check_stopping',
+           'check_train_config', 'split_share', 'micro_batch_weights', 'grad_norm', 'GradNormStats', 'check_grad_norms',
+           'param_groups', 'make_optimizer', 'TrainingError', 'check_optimizer', 'check_gradients', 'train_step',
+           'make_scheduler', 'learning_rate', 'set_learning_rate', 'EarlyStopping', 'EpochProgress', 'TrainingState',
+           'Diverged', 'nonfinite', 'divergence']
 
 # %% ../nbs/10_train.ipynb #90e70eac
 DEVICES = ('auto', 'cpu', 'cuda')   # device names: 'auto' takes CUDA when it is there
@@ -62,6 +63,13 @@ class TrainConfig:
 
     def __post_init__(self): check_train_config(self)
 
+# %% ../nbs/10_train.ipynb #ff28f298
+def check_stopping(patience: int, threshold: float):
+    "Refuse an early-stopping `patience` or `threshold` that cannot be used, naming the `TrainConfig` setting."
+    given = SimpleNamespace(early_stopping_patience=patience, early_stopping_threshold=threshold)
+    check_fields(given, [('early_stopping_patience', patience >= 1, '>= 1'),
+                         ('early_stopping_threshold', 0 <= threshold < math.inf, '>= 0 and finite')])
+
 # %% ../nbs/10_train.ipynb #7342170e
 def check_train_config(cfg: TrainConfig):
     "Refuse a `TrainConfig` setting that cannot be used, naming it."
@@ -78,13 +86,12 @@ def check_train_config(cfg: TrainConfig):
         ('lr_schedule', cfg.lr_schedule in ('plateau', 'constant'), one_of(('plateau', 'constant'))),
         ('lr_patience', cfg.lr_patience >= 0, '>= 0'), ('lr_factor', 0 < cfg.lr_factor < 1, 'in (0, 1)'),
         ('lr_threshold', finite(cfg.lr_threshold), '>= 0 and finite'),
-        ('early_stopping_patience', cfg.early_stopping_patience >= 1, '>= 1'),
-        ('early_stopping_threshold', finite(cfg.early_stopping_threshold), '>= 0 and finite'),
         ('checkpoint_frequency', cfg.checkpoint_frequency >= 0, '>= 0'),
         ('calibration_bars', cfg.calibration_bars >= 0, '>= 0'),
         ('seed', 0 <= cfg.seed < 2**63, 'in [0, 2**63)'), ('ensemble', 1 <= cfg.ensemble <= 1000, 'in [1, 1000]'),
         ('seed', cfg.seed + cfg.ensemble <= 2**63, lambda s: f"in [0, 2**63 - {s('ensemble')}]: one seed a member"),
         ('device', cfg.device in DEVICES, one_of(DEVICES))])
+    check_stopping(cfg.early_stopping_patience, cfg.early_stopping_threshold)
 
 # %% ../nbs/10_train.ipynb #a6b20a4d
 def split_share(n: int, rank: int = 0, world: int = 1) -> int:
@@ -237,11 +244,10 @@ def set_learning_rate(opt: torch.optim.Optimizer, lr: float):
 class EarlyStopping:
     "Stop when the validation loss has not improved by more than `threshold` for `patience` epochs."
     def __init__(self,
-        patience: int = 20,        # epochs without improvement before stopping
-        threshold: float = 1e-4,   # minimum decrease of the validation loss that counts as improvement
+        patience: int = TrainConfig.early_stopping_patience,     # epochs without improvement before stopping
+        threshold: float = TrainConfig.early_stopping_threshold, # least decrease of the loss that counts
     ):
-        if patience < 1: raise ValueError(f"early-stopping patience must be >= 1, got {patience}")
-        if threshold < 0: raise ValueError(f"early-stopping threshold must be >= 0, got {threshold}")
+        check_stopping(patience, threshold)
         self.patience, self.threshold = patience, threshold
         self.best, self.best_epoch, self.counter, self.stopped, self.reason = math.inf, -1, 0, False, ''
 
