@@ -5,7 +5,7 @@ from tft_nb.data import load_sample
 import procs
 
 # the module's entry point rather than the console script: the checkout's code, wherever the package is installed
-BACKTEST = [sys.executable, '-c', 'from tft_nb.backtest import main_backtest; main_backtest()']
+BACKTEST = [sys.executable, '-c', 'from tft_nb.cli import main_backtest; main_backtest()']
 TINY = ['--hidden-size', '8', '--attention-heads', '2', '--lstm-layers', '1', '--encoder-length', '20',
         '--horizon', '3', '--batch-size', '256', '--device', 'cpu', '--lr-schedule', 'constant',
         '--start', '2018-06-01', '--every', '60', '--val-bars', '60', '--folds', '2']

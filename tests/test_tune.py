@@ -5,7 +5,7 @@ import pandas as pd, pytest
 import procs
 from tft_nb.data import load_sample
 
-TUNE = [sys.executable, '-c', 'from tft_nb.tune import main_tune; main_tune()']
+TUNE = [sys.executable, '-c', 'from tft_nb.cli import main_tune; main_tune()']
 TINY = ['--hidden-size', '8', '--attention-heads', '2', '--lstm-layers', '1', '--encoder-length', '20',
         '--horizon', '3', '--batch-size', '256', '--device', 'cpu', '--lr-schedule', 'constant',
         '--val-start', '2018-01-01', '--test-start', '2018-07-01', '--space', 'learning_rate=1e-3:1e-2:log']
@@ -65,7 +65,7 @@ def test_two_workers_share_a_study(tmp_path):
 
 def test_bad_input_is_one_line(tmp_path, capsys):
     "Each refused input: exit 2, one line naming the flag, nothing written (in this process: the corpus's contract)."
-    from tft_nb.tune import main_tune
+    from tft_nb.cli import main_tune
     d = tmp_path / 'tuning'
     cases = {('--space', 'dropout=0.3:0.1'): "--space: dropout's range (0.3, 0.1) is not (low, high)",
              ('--space', 'depth=1,2'): '--space names depth, not a setting a trial can search',

@@ -9,7 +9,7 @@ from typing import Callable
 from dataclasses import dataclass, asdict, fields, replace
 from pathlib import Path
 import numpy as np, pandas as pd
-from .checks import SettingError, check_fields, check_ints, is_date, one_of, refuse_unknown
+from .checks import SettingError, check_fields, check_ints, is_date, one_of
 from .windows import DataConfig, WindowData, make_windows, split_dates
 from .model import TFTConfig
 from .evaluate import EVAL_BATCH, forecast_metrics
@@ -23,15 +23,14 @@ from .device import resolve_device
 from .console import visible_log
 from .ensemble import Ensemble, has_run, new_models, train
 from .forecast import forecast_frame
-from .data import bar_spacing, check_bars, normalize_columns, tidy_bars
-from .cli import ALIASES, command_parser, run_command
-from .forecaster import data_columns, data_config, data_sized, load_bars
+from .data import check_bars, normalize_columns, tidy_bars
+from .forecaster import data_sized
 
 # %% auto #0
-__all__ = ['SPLIT_FIELDS', 'MAY_CHANGE', 'SETTINGS_FILE', 'FOLD_FILES', 'BACKTEST_OWNS', 'BacktestConfig', 'fold_plan',
-           'fold_bars', 'fold_windows', 'fold_forecasts', 'read_forecasts', 'backtest_table', 'model_settings',
-           'bars_digest', 'backtest_settings', 'record_settings', 'fold_folder', 'final_weights', 'run_fold',
-           'Backtest', 'walk_forward', 'split_backtest_settings', 'tft_backtest', 'backtest_parser', 'main_backtest']
+__all__ = ['SPLIT_FIELDS', 'MAY_CHANGE', 'SETTINGS_FILE', 'FOLD_FILES', 'BacktestConfig', 'bar_time', 'fold_plan', 'fold_bars',
+           'fold_windows', 'fold_forecasts', 'read_forecasts', 'backtest_table', 'model_settings', 'bars_digest',
+           'backtest_settings', 'record_settings', 'fold_folder', 'final_weights', 'run_fold', 'Backtest',
+           'walk_forward']
 
 # %% ../nbs/21_backtest.ipynb #d75ac529
 @dataclass
@@ -56,7 +55,7 @@ class BacktestConfig:
             ('train_bars', self.train_bars >= 1, '>= 1'), ('val_bars', self.val_bars >= 1, '>= 1')])
 
 # %% ../nbs/21_backtest.ipynb #77094b20
-def _when(t) -> str:
+def bar_time(t) -> str:
     "A bar time as the messages write it: the date of a daily bar, the time of an intraday one."
     return str(t.date()) if t == t.normalize() else str(t)
 
@@ -71,14 +70,14 @@ def fold_plan(ts: pd.Series, cfg: DataConfig, bt: BacktestConfig) -> pd.DataFram
     start, said = _start(ts, cfg, bt)
     i0, n, need = int(cal.searchsorted(start)), len(cal), bt.val_bars + cfg.encoder_length + cfg.horizon + 1
     if i0 < need:
-        raise SettingError(lambda s: f"{said(s)} {_when(start)} leaves {i0} bars before the first fold; its "
+        raise SettingError(lambda s: f"{said(s)} {bar_time(start)} leaves {i0} bars before the first fold; its "
                                      f"{s('val_bars')} ({bt.val_bars}) and one training window of "
                                      f"{s('encoder_length')} + {s('horizon')} + 1 bars need {need}: start later, or "
                                      f"lower {s('val_bars')}")
     at = list(range(i0, n - cfg.horizon + 1, bt.every))[:bt.folds]     # a fold needs `horizon` bars of outcomes
     if not at:
-        raise SettingError(lambda s: f"{said(s)} {_when(start)} leaves no fold: the bars end at {_when(cal[-1])}, "
-                                     f"fewer than {s('horizon')} ({cfg.horizon}) bars after it")
+        raise SettingError(lambda s: f"{said(s)} {bar_time(start)} leaves no fold: the bars end at "
+                                     f"{bar_time(cal[-1])}, fewer than {s('horizon')} ({cfg.horizon}) bars after it")
     bar = lambda i: cal[i] if 0 < i < n else pd.NaT
     rows = []
     for k, i in enumerate(at, 1):
@@ -243,10 +242,10 @@ class Backtest:
 
 def _fold_line(fold, n: int, bt: BacktestConfig) -> str:
     "The log line that begins fold `fold` of `n`."
-    end = 'the last bar' if pd.isna(fold.test_end) else _when(fold.test_end)
-    first = 'the first bar' if pd.isna(fold.first_bar) else _when(fold.first_bar)
-    return (f"Fold {fold.fold} of {n}: forecasts from {_when(fold.test_start)} to {end}; trains on the bars from "
-            f"{first} to {_when(fold.val_start)}, validated up to {_when(fold.test_start)} ({bt.window} window)")
+    end = 'the last bar' if pd.isna(fold.test_end) else bar_time(fold.test_end)
+    first = 'the first bar' if pd.isna(fold.first_bar) else bar_time(fold.first_bar)
+    return (f"Fold {fold.fold} of {n}: forecasts from {bar_time(fold.test_start)} to {end}; trains on the bars from "
+            f"{first} to {bar_time(fold.val_start)}, validated up to {bar_time(fold.test_start)} ({bt.window} window)")
 
 def _stopped(e: KeyboardInterrupt, k: int, n: int, root: Path) -> RunInterrupted:
     "The error that ends a backtest interrupted in fold `k` of `n`."
@@ -283,45 +282,3 @@ def walk_forward(bars: pd.DataFrame, cfg: DataConfig = DataConfig(), model: dict
             atomic_write(root / 'backtest.csv', table.to_csv(index=False).encode())
         finally: lock.release()
     return Backtest(plan, forecasts, table, root)
-
-# %% ../nbs/21_backtest.ipynb #4d104736
-BACKTEST_OWNS = ('checkpoint_dir', 'overwrite')   # TrainConfig fields that tft_backtest sets itself
-
-def split_backtest_settings(settings: dict) -> tuple[dict, dict, dict, dict]:
-    "The settings of `tft_backtest` for `BacktestConfig`, `DataConfig`, the model and `TrainConfig`; others refused."
-    names = [{f.name for f in fields(BacktestConfig)}, {f.name for f in fields(DataConfig)} - set(SPLIT_FIELDS),
-             {f.name for f in fields(TFTConfig)} - data_sized(),
-             {f.name for f in fields(TrainConfig)} - set(BACKTEST_OWNS)]
-    refuse_unknown(settings, set().union(*names), 'tft_backtest takes the fields of BacktestConfig, DataConfig (but '
-                   'its splits), TFTConfig (but its data-derived sizes) and TrainConfig')
-    return tuple({k: v for k, v in settings.items() if k in n} for n in names)
-
-
-def tft_backtest(data: str | None = None,         # DBN/CSV/Parquet file or folder of bars (default: the built-in ones)
-                 checkpoint_dir: str = 'backtest', # folder of the backtest: settings, a run folder per fold, the table
-                 **settings) -> Backtest:
-    "Walk-forward backtest of the Temporal Fusion Transformer: refit every few bars, each fold scored with baselines."
-    log = logging.getLogger('tft_nb')
-    with visible_log(log):
-        bt_kw, data_kw, model, train_kw = split_backtest_settings(settings)
-        if data is not None and Path(data).is_dir() and Path(checkpoint_dir).resolve() == Path(data).resolve():
-            raise SettingError(lambda s: f"{s('checkpoint_dir')} {checkpoint_dir} is the {s('data')} folder: "
-                                         "choose another")
-        bars, source = load_bars(data, data_columns(data_kw))
-        result = walk_forward(bars, data_config(data_kw, bar_spacing(bars), data is None), model,
-                              TrainConfig(**train_kw, checkpoint_dir=checkpoint_dir), BacktestConfig(**bt_kw), log,
-                              source)
-        shown = result.table.assign(first=result.table['first'].map(_when), last=result.table['last'].map(_when))
-        log.info(f"Backtest of {len(result.folds)} fold(s) on {source}, per fold and overall (written to "
-                 f"{result.path / 'backtest.csv'}):\n{shown.to_string(index=False, float_format='%.5f')}")
-        return result
-
-def backtest_parser():
-    "The flags of `tft_backtest`: its own, every config's, and `ALIASES`."
-    configs = {'backtest': (BacktestConfig, ()), 'data': (DataConfig, SPLIT_FIELDS),
-               'model': (TFTConfig, data_sized()), 'training': (TrainConfig, BACKTEST_OWNS)}
-    return command_parser('tft_backtest', tft_backtest, configs, ALIASES)
-
-def main_backtest(argv=None):
-    "Console entry point of `tft_backtest`."
-    run_command(tft_backtest, backtest_parser(), argv, ALIASES)

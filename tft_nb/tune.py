@@ -18,14 +18,13 @@ from .ensemble import has_run
 from .console import visible_log
 from .fit import fit
 from .forecaster import Forecaster, data_sized, prepare_run, split_settings
-from .cli import ALIASES, command_parser, run_command
 from fastcore.basics import patch_to
 try: import fcntl
 except ImportError: fcntl = None                                         # Windows: no lock while creating
 
 # %% auto #0
 __all__ = ['DEFAULT_SPACE', 'TUNE_OWNS', 'parse_space', 'check_space', 'TuneConfig', 'storage_url', 'open_study', 'revive',
-           'trial_settings', 'objective', 'trials_table', 'Tuning', 'search', 'tft_tune', 'tune_parser', 'main_tune']
+           'trial_settings', 'objective', 'trials_table', 'Tuning', 'search']
 
 # %% ../nbs/23_tune.ipynb #4f83ef4a
 DEFAULT_SPACE = {'learning_rate': (1e-4, 3e-3, 'log'), 'dropout': (0.0, 0.3), 'hidden_size': [16, 32, 64, 128],
@@ -305,25 +304,3 @@ def tune(cls, data=None, tune_config: TuneConfig | None = None, log: logging.Log
     result = search(data, tune_config or TuneConfig(), log, **settings)
     result.best.tuning = result
     return result.best
-
-# %% ../nbs/23_tune.ipynb #9f8e325f
-def tft_tune(data: str | None = None,   # DBN/CSV/Parquet file or folder of bars (default: the built-in daily bars)
-             **settings) -> Tuning:
-    "Search the settings of tft_train with Optuna: each trial a run in the tuning folder, pruned on validation."
-    tune_kw = {k: settings.pop(k) for k in [f.name for f in fields(TuneConfig)] if k in settings}
-    log = logging.getLogger('tft_nb')
-    with visible_log(log):
-        result = search(data, cfg := TuneConfig(**tune_kw), log, **settings)
-        log.info(f"Trials ({len(result.table)}; also in {Path(cfg.tune_dir) / 'trials.csv'}):\n"
-                 f"{result.table.drop(columns='folder').to_string(index=False, float_format='%.6f')}")
-        return result
-
-def tune_parser():
-    "The flags of `tft_tune`: its own, TuneConfig's, tft_train's configs' (but those a trial sets), `ALIASES`."
-    configs = {'tuning': (TuneConfig, ()), 'data': (DataConfig, ()), 'model': (TFTConfig, data_sized()),
-               'training': (TrainConfig, TUNE_OWNS)}
-    return command_parser('tft_tune', tft_tune, configs, ALIASES)
-
-def main_tune(argv=None):
-    "Console entry point of `tft_tune`."
-    run_command(tft_tune, tune_parser(), argv, ALIASES)
