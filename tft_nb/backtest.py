@@ -64,6 +64,7 @@ def _start(ts: pd.Series, cfg: DataConfig, bt: BacktestConfig) -> tuple[pd.Times
     if bt.start: return pd.Timestamp(bt.start, tz='UTC'), lambda s: s('start')
     return split_dates(ts, cfg)[1], lambda s: f"the default {s('start')} (where the test split would begin)"
 
+# %% ../nbs/21_backtest.ipynb #1cbdb168
 def fold_plan(ts: pd.Series, cfg: DataConfig, bt: BacktestConfig) -> pd.DataFrame:
     "The folds over bars at times `ts`: the first bar each reads, where its validation, test and next fold start."
     cal = pd.DatetimeIndex(np.unique(ts.to_numpy('datetime64[ns]'))).tz_localize('UTC')   # any symbol's bar times
@@ -91,6 +92,7 @@ def _iso(t) -> str | None:
     "A UTC bar time as `DataConfig` takes a date."
     return None if pd.isna(t) else t.tz_convert(None).isoformat()
 
+# %% ../nbs/21_backtest.ipynb #af58b8b9
 def fold_bars(bars: pd.DataFrame, fold, horizon: int) -> pd.DataFrame:
     "The bars that fold `fold` (a row of `fold_plan`) reads: from its first bar to `horizon` - 1 bars past its end."
     ts, sym = bars.ts_event, bars.symbol
@@ -101,6 +103,7 @@ def fold_bars(bars: pd.DataFrame, fold, horizon: int) -> pd.DataFrame:
         keep = keep & (at < before + horizon - 1).to_numpy()
     return bars[keep].reset_index(drop=True)
 
+# %% ../nbs/21_backtest.ipynb #e7184417
 def fold_windows(bars: pd.DataFrame, cfg: DataConfig, fold, symbols: list | None = None,
                  source: str = '<bars>') -> tuple[WindowData, DataConfig]:
     "The windows of fold `fold`: train before its validation bars, validation before its start, test its origins."
@@ -122,6 +125,7 @@ def fold_forecasts(model, data: WindowData, calibration: Calibration | None = No
     return pd.concat([fc.assign(model=name) for name, fc in models.items()], ignore_index=True)[
         ['model', *raw.columns]]
 
+# %% ../nbs/21_backtest.ipynb #cecbcf0f
 def read_forecasts(path) -> pd.DataFrame:
     "The forecasts that a backtest wrote to `path` (a CSV file), with their times as UTC timestamps."
     fc = pd.read_csv(path)
@@ -135,6 +139,7 @@ def _arrays(fc: pd.DataFrame, qcols: list) -> tuple[np.ndarray, np.ndarray]:
     y = fc.actual.to_numpy('float64', copy=True).reshape(-1, td)              # copies: torch wants writable arrays
     return fc[qcols].to_numpy('float64', copy=True).reshape(-1, td, len(qcols)), y
 
+# %% ../nbs/21_backtest.ipynb #050f0475
 def backtest_table(forecasts: pd.DataFrame) -> pd.DataFrame:
     "Each model's metrics and first and last target bar per fold, then pooled ('overall'), from tidy `forecasts`."
     qcols = [c for c in forecasts.columns if c.startswith('q')]
@@ -160,10 +165,12 @@ def model_settings(model: dict | None) -> dict:
                            f"({', '.join(sorted(sized))}), which come from the data")
     return {k: v for k, v in TFTConfig(**model).to_dict().items() if k not in sized}
 
+# %% ../nbs/21_backtest.ipynb #a4c6c66c
 def bars_digest(bars: pd.DataFrame) -> str:
     "A short digest of `bars`' values: equal for the same bars, whatever their index."
     return hashlib.sha256(pd.util.hash_pandas_object(bars, index=False).to_numpy().tobytes()).hexdigest()[:16]
 
+# %% ../nbs/21_backtest.ipynb #f6282f51
 def backtest_settings(bars: pd.DataFrame, cfg: DataConfig, model: dict, train_config: TrainConfig,
                       bt: BacktestConfig, plan: pd.DataFrame) -> dict:
     "What a backtest's folder records: the settings that shape its forecasts, its first fold's start, its bars' digest."
@@ -179,6 +186,7 @@ def _changes(saved: dict, now: dict) -> list[tuple]:
             for k in dict.fromkeys([*saved.get(sec, {}), *now[sec]])
             if k not in MAY_CHANGE and saved.get(sec, {}).get(k) != now[sec].get(k)]
 
+# %% ../nbs/21_backtest.ipynb #d26f5abc
 def record_settings(root: Path, settings: dict):
     "Record `settings` in the new backtest folder `root`, or refuse a folder whose backtest or run is another."
     path = root / SETTINGS_FILE
@@ -211,6 +219,7 @@ def final_weights(folder: Path, cfg: TrainConfig) -> dict:
     best = (cfg.restore_best or cfg.ensemble > 1) and (folder / 'tft_best.json').is_file()
     return load_checkpoint(folder / ('tft_best' if best else 'tft_last'))[0]
 
+# %% ../nbs/21_backtest.ipynb #58b700fe
 def run_fold(bars: pd.DataFrame, fold, cfg: DataConfig, model: dict, train_config: TrainConfig, symbols: list,
              warm: Path | None = None, log: logging.Logger | None = None, source: str = '<bars>') -> pd.DataFrame:
     "Train fold `fold` in its run folder (from `warm`'s final weights, if given), forecast its origins; its forecasts."
@@ -240,6 +249,7 @@ class Backtest:
     table: pd.DataFrame        # `backtest_table(forecasts)`: a row per fold and model, then the pooled rows
     path: Path                 # the backtest's folder
 
+# %% ../nbs/21_backtest.ipynb #c054bde5
 def _fold_line(fold, n: int, bt: BacktestConfig) -> str:
     "The log line that begins fold `fold` of `n`."
     end = 'the last bar' if pd.isna(fold.test_end) else bar_time(fold.test_end)
@@ -247,6 +257,7 @@ def _fold_line(fold, n: int, bt: BacktestConfig) -> str:
     return (f"Fold {fold.fold} of {n}: forecasts from {bar_time(fold.test_start)} to {end}; trains on the bars from "
             f"{first} to {bar_time(fold.val_start)}, validated up to {bar_time(fold.test_start)} ({bt.window} window)")
 
+# %% ../nbs/21_backtest.ipynb #49fae48a
 def _stopped(e: KeyboardInterrupt, k: int, n: int, root: Path) -> RunInterrupted:
     "The error that ends a backtest interrupted in fold `k` of `n`."
     sig = signal.Signals(getattr(e, 'signum', signal.SIGINT))

@@ -22,6 +22,7 @@ def _past_target(data: WindowData, w: Windows, n: int) -> np.ndarray:
     y = data.features[data.spec.target].to_numpy('float64')
     return y[w.rows.cpu().numpy()[:, None] + np.arange(1 - n, 1)]
 
+# %% ../nbs/08b_baselines.ipynb #492a7880
 def untrained_symbols(data: WindowData, windows: Windows) -> list:
     "The symbols of `windows` that have no training window in `data`."
     have = lambda w: set(torch.unique(w.series[w.rows]).tolist())
@@ -35,6 +36,7 @@ def har_regressors(data: WindowData, windows: Windows) -> np.ndarray:
     means = trailing_means(f[data.spec.target].to_numpy('float64'), first, HAR_LAGS)[windows.rows.cpu().numpy()]
     return np.c_[np.ones(len(means)), means]
 
+# %% ../nbs/08b_baselines.ipynb #56a5707b
 def har_coefficients(data: WindowData, pooled: bool = False) -> np.ndarray:
     "HAR's least-squares coefficients (S, 4, Td): per symbol on its training windows, or `pooled` over all of them."
     tr, n_sym = data.train, len(data.spec.symbols)
@@ -45,6 +47,7 @@ def har_coefficients(data: WindowData, pooled: bool = False) -> np.ndarray:
     nan = np.full((X.shape[1], Y.shape[1]), np.nan)                              # symbols without training windows
     return np.stack([ols(s == k) if (s == k).any() else nan for k in range(n_sym)])
 
+# %% ../nbs/08b_baselines.ipynb #e38c61e4
 def _har_terms(data: WindowData, pooled: bool) -> tuple:
     "HAR's point forecasts by step, as the location of the residual quantiles (see `_garch_terms`)."
     coef, same = har_coefficients(data, pooled), lambda w, x: x
@@ -71,6 +74,7 @@ def garch11(data: WindowData) -> tuple[np.ndarray, np.ndarray]:
                                                 f"not fit its training returns ({e})")
     return mu, var
 
+# %% ../nbs/08b_baselines.ipynb #89b7365b
 def _garch_terms(data: WindowData) -> tuple:
     "Location, scale and the maps into and out of the space where GARCH's residuals are taken, for the target."
     mu, var = garch11(data)
@@ -83,6 +87,7 @@ def _garch_terms(data: WindowData) -> tuple:
     return (lambda w: mu[at(w), None] * h, lambda w: np.sqrt(np.cumsum(var[at(w)], axis=1)),
             lambda w, y: np.log(y / c0(w)), lambda w, x: c0(w)[..., None] * np.exp(x))
 
+# %% ../nbs/08b_baselines.ipynb #d1733be5
 def baseline_forecast(data: WindowData, windows: Windows, quantiles, kind: str = 'persistence',
                       window: int = 22) -> np.ndarray:
     "Baseline forecasts (N, Td, Q) in original units: a point forecast plus training-residual quantiles."
@@ -106,6 +111,7 @@ def baseline_forecast(data: WindowData, windows: Windows, quantiles, kind: str =
     sc = scale(windows)
     return back(windows, loc(windows)[:, :, None] + (sc[:, :, None] if np.ndim(sc) else sc) * rq[s])
 
+# %% ../nbs/08b_baselines.ipynb #75501d0d
 BASELINES = {'persistence': 'persistence', 'rolling_mean_22': 'rolling_mean', 'garch11': 'garch11', 'har': 'har',
              'har_pooled': 'har_pooled'}
 

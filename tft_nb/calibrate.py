@@ -25,12 +25,14 @@ def conformal_offsets(pred: Tensor, y: Tensor, quantiles) -> Tensor:
     if len(y) < 2: raise SettingError(f"calibration needs at least 2 windows, got {len(y)}")
     return _ranked(y[..., None] - pred, quantiles)
 
+# %% ../nbs/08a_calibrate.ipynb #edc49b8a
 def _ranked(scores: Tensor, quantiles) -> Tensor:
     "The ceil((n+1) tau)-th smallest of the n `scores` (n, Td, Q) of each level tau and step; (Td, Q)."
     n = len(scores)
     k = torch.tensor([min(n, math.ceil((n + 1) * q)) for q in quantiles])          # (Q,) 1-based ranks
     return scores.double().sort(dim=0).values[k - 1, :, torch.arange(len(quantiles))].T.float()
 
+# %% ../nbs/08a_calibrate.ipynb #b97991c4
 def _without_median(offsets: Tensor, quantiles, median: bool = False) -> Tensor:
     "`offsets` (..., Q), with the median level's set to 0 unless `median`: the model's median kept."
     if median or 0.5 not in quantiles: return offsets
@@ -99,10 +101,12 @@ def check_calibration(cal: Calibration, quantiles, horizon: int, symbols: int | 
     if cal.by_symbol and symbols is not None and len(cal.offsets) != symbols:
         raise SettingError(f"the calibration is for {len(cal.offsets)} symbols, the model forecasts {symbols}")
 
+# %% ../nbs/08a_calibrate.ipynb #c1baa209
 def _series(windows: Windows) -> Tensor:
     "The series (symbol) index of each window, on the CPU."
     return windows.series[windows.rows].cpu()
 
+# %% ../nbs/08a_calibrate.ipynb #f89cc918
 def calibrate(model, windows: Windows, batch_size: int = EVAL_BATCH, split: str = 'val', recent: int = 250,
               median: bool = True, by_symbol: bool = False) -> Calibration:
     "The split-conformal calibration of `model` on `windows` (the validation split: not trained on)."
@@ -129,6 +133,7 @@ def _bar_times(data: WindowData, rows: Tensor) -> np.ndarray:
     "The timestamps (int64 ns) of feature rows `rows` of `data`."
     return pd.DatetimeIndex(data.features.ts_event).as_unit('ns').asi8[rows.cpu().numpy()]
 
+# %% ../nbs/08a_calibrate.ipynb #eb43723a
 def _past_forecasts(model, past: Windows, windows: Windows, pred: Tensor, batch_size: int) -> Tensor:
     "Forecasts of `past`: `pred`'s for the windows that are among `windows`, the others predicted."
     rows, order = windows.rows.cpu().sort()
@@ -139,6 +144,7 @@ def _past_forecasts(model, past: Windows, windows: Windows, pred: Tensor, batch_
     if not have.all(): out[~have] = predict(model, past.subset(past.rows[~have]), batch_size)
     return out
 
+# %% ../nbs/08a_calibrate.ipynb #9ff69d45
 def recalibrated(model, data: WindowData, windows: Windows, cal: Calibration, pred: Tensor | None = None,
                  batch_size: int = EVAL_BATCH) -> Tensor:
     "Forecasts (N, Td, Q) of `windows`, scaled, each calibrated on the outcomes of the latest `cal.recent` bars."

@@ -23,6 +23,7 @@ __all__ = ['SIDECAR_DIGEST', 'LEFTOVER', 'RESUME_STATE', 'CheckpointError', 'che
 class CheckpointError(UsageError):
     "A checkpoint is missing, incomplete or inconsistent; the message names the file."
 
+# %% ../nbs/11_checkpoint.ipynb #74bb5b0d
 def checkpoint_stem(path) -> Path:
     "The stem of a checkpoint given its stem or any of its files."
     p = Path(path)
@@ -36,6 +37,7 @@ def _json_default(o):
     if isinstance(o, np.ndarray): return o.tolist()
     raise TypeError(f"can't store {type(o).__name__} in a checkpoint sidecar")
 
+# %% ../nbs/11_checkpoint.ipynb #3a06fe1f
 def _strict(o):
     "`o` with each NaN or infinity as {'$float': 'nan' | 'inf' | '-inf'}, which strict JSON readers accept."
     if isinstance(o, np.ndarray): o = o.tolist()
@@ -53,6 +55,7 @@ def _unstrict(o):
     if isinstance(o, list): return [_unstrict(v) for v in o]
     return o
 
+# %% ../nbs/11_checkpoint.ipynb #40afa927
 SIDECAR_DIGEST = 'sidecar_sha256'   # the sidecar's entry holding the digest of all its other entries
 
 def sidecar_digest(side: dict) -> str:
@@ -61,6 +64,7 @@ def sidecar_digest(side: dict) -> str:
                                   default=_json_default, allow_nan=False))   # as a reader will load it
     return hashlib.sha256(json.dumps(plain, sort_keys=True, separators=(',', ':')).encode()).hexdigest()
 
+# %% ../nbs/11_checkpoint.ipynb #029b712a
 def _sidecar_bytes(side: dict) -> bytes:
     "The strict JSON text of the sidecar `side`, sealed with its digest."
     sealed = {**side, SIDECAR_DIGEST: sidecar_digest(side)}
@@ -83,6 +87,7 @@ def _encoded(ts: dict[str, Tensor], encoded: dict | None) -> tuple[bytes, dict]:
     if encoded is not None: encoded[id(ts)] = (ts, (b, _digest(b)))      # `ts` held: its id stays its own
     return b, _digest(b)
 
+# %% ../nbs/11_checkpoint.ipynb #8fe31db0
 def checkpoint_files(stem, weights: dict[str, Tensor], meta: dict, train_state: dict[str, Tensor] | None = None,
                      encoded: dict | None = None) -> tuple[dict, list[tuple[Path, bytes]]]:
     "The sidecar of checkpoint `stem` and its files as (path, bytes), the sidecar last; writes nothing."
@@ -101,6 +106,7 @@ def checkpoint_files(stem, weights: dict[str, Tensor], meta: dict, train_state: 
     files.append((stem.with_name(stem.name + '.json'), _sidecar_bytes(side)))
     return side, files
 
+# %% ../nbs/11_checkpoint.ipynb #1e6dac0b
 def save_checkpoint(stem, weights: dict[str, Tensor], meta: dict,
                     train_state: dict[str, Tensor] | None = None) -> dict:
     "Write `stem`.safetensors (+ .train.safetensors), then the .json sidecar; returns it. Crash-safe given hard links."
@@ -160,6 +166,7 @@ def _file_named(stem: Path, side_p: Path, k: str, f) -> Path:
                               f"sidecar (such as {stem.name}.safetensors)")
     return stem.with_name(name)
 
+# %% ../nbs/11_checkpoint.ipynb #2d70f2a2
 def _tensor_file(stem: Path, side_p: Path, k: str, f) -> dict:
     "The tensors of the file that the sidecar's files entry `k` (= `f`) names, checked against its digest."
     p = _file_named(stem, side_p, k, f)
@@ -250,6 +257,7 @@ def _named_digests(folder: Path) -> dict[str, dict]:
                 out[str(f['name'])] = dict(size=f['size'], sha256=f['sha256'])
     return out
 
+# %% ../nbs/11_checkpoint.ipynb #b3791e46
 def tidy_leftovers(folder) -> list[str]:
     "Put back the kept versions that sidecars in `folder` still name and remove other leftovers; returns their names."
     folder, done = Path(folder), []
@@ -305,6 +313,7 @@ def rank_rng() -> dict:
     if torch.cuda.is_available(): own['cuda'] = torch.cuda.get_rng_state()   # this rank's device
     return own
 
+# %% ../nbs/11_checkpoint.ipynb #c8b97468
 def rng_state(data_gen: torch.Generator, ranks: list[dict] | None = None) -> tuple[dict, dict]:
     "States of every random generator (and each rank's `rank_rng` of a distributed run), as (tensors, JSON-safe rest)."
     tensors = {'rng.torch': torch.get_rng_state(), 'rng.data': data_gen.get_state()}
@@ -353,11 +362,13 @@ def _restore(part: str, load, *args):
     except (AttributeError, IndexError, KeyError, RuntimeError, TypeError, ValueError) as e:
         raise CheckpointError(f"its {part} does not load ({type(e).__name__}: {str(e).splitlines()[0]})") from None
 
+# %% ../nbs/11_checkpoint.ipynb #345460c2
 def _set_partial(state: TrainingState, tensors: dict, p: dict | None):
     "Put the progress of a checkpoint taken inside an epoch (sidecar entry `p`) into `state`."
     state.partial = p and EpochProgress(tensors['partial.order'], int(p['steps']), tensors['partial.loss_sum'],
                                         tensors['partial.norms'], float(p['seconds']))
 
+# %% ../nbs/11_checkpoint.ipynb #6a4e65f9
 def load_resume_state(state: TrainingState, weights: dict, tensors: dict, side: dict, rank: int = 0):
     "Restore `state` (of rank `rank`) from a resumable checkpoint's weights, training tensors and sidecar."
     _restore('weights', state.model.load_state_dict, weights)

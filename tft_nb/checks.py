@@ -17,6 +17,7 @@ def as_argument(name: str, *value) -> str:
     "A setting as Python spells it: `learning_rate`, or with a value, `resume='last'`."
     return f"{name}={value[0]!r}" if value else name
 
+# %% ../nbs/00_checks.ipynb #19eb844d
 class SpeltMessage:
     "An exception's message that names settings through a speller: `str(e)` spells them as Python does."
     def __init__(self, msg: str | Callable[[Callable], str]):
@@ -27,6 +28,7 @@ class SpeltMessage:
         return self.say(spell)
     def __reduce__(self): return (type(self), (str(self),))   # picklable: the text as Python spells it
 
+# %% ../nbs/00_checks.ipynb #a6b746f8
 class UsageError(SpeltMessage, ValueError):
     "The user's input can't be used; the message names the settings, files or fields at fault."
 
@@ -41,6 +43,7 @@ def check_ints(cfg):
         if f.type in ('int', int) and (isinstance(v, bool) or not isinstance(v, (int, np.integer))):
             raise SettingError(lambda s, n=f.name, v=v: f"{s(n)} must be an integer, got {v!r}")
 
+# %% ../nbs/00_checks.ipynb #dd31f3be
 def check_fields(cfg, rules: list[tuple]):
     "Raise for the first rule `(field, holds, must be)` of `cfg` that does not hold."
     for name, ok, want in rules:
@@ -65,6 +68,7 @@ def check_choice(name: str, value, choices):
     "Refuse `value` unless it is one of `choices`, naming the setting `name`."
     if value not in choices: raise SettingError(lambda s: f"{s(name)} must be {one_of(choices)}, got {value!r}")
 
+# %% ../nbs/00_checks.ipynb #d8ef43f7
 def listed(names: list, k: int = 5) -> str:
     "The first `k` of `names` joined by commas, then ' and N more'."
     return ', '.join(map(str, names[:k])) + (f' and {len(names) - k} more' if len(names) > k else '')

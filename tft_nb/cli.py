@@ -54,6 +54,7 @@ def _comma_list(default: tuple):
                                                             f"got {text!r}") from None
     return parse
 
+# %% ../nbs/17_cli.ipynb #e0b4f1ad
 def add_setting(group, name: str, e: dict):
     "Add the flag of setting `name` (docments entry `e`) to the parser `group`."
     anno, default = str(e['anno']), e['default']
@@ -133,6 +134,7 @@ def output_kind(output) -> str:
     raise SettingError(lambda s: f"{s('output')} {output} is a {what}, not a file: forecasts replace a file whole, and "
                                  "stream only into a pipe, a terminal or '-' (standard output)")
 
+# %% ../nbs/17_cli.ipynb #2d5c855b
 def write_output(output, data: bytes):
     "Write `data` to `output`: all of it or the old file; as a stream into '-', a pipe or a character device."
     kind = output_kind(output)
@@ -140,6 +142,7 @@ def write_output(output, data: bytes):
     with (open(sys.stdout.fileno(), 'wb', closefd=False) if kind == 'stdout' else open(output, 'wb')) as f:
         f.write(data)
 
+# %% ../nbs/17_cli.ipynb #f9a379a2
 def output_clash(output, data, checkpoint) -> str | None:
     "What writing forecasts to `output` would destroy: the data file, the next read of the data folder, a run's file."
     out = Path(os.path.realpath(output))                 # realpath: a loop of links is no error here
@@ -151,6 +154,7 @@ def output_clash(output, data, checkpoint) -> str | None:
     if out in [Path(os.path.realpath(p)) for p in run_files(Path(checkpoint).parent)]:
         return "is a file of the checkpoint's run"
 
+# %% ../nbs/17_cli.ipynb #54992997
 def _counted(k: int, thing: str) -> str: return f"{k} {thing}{'s' * (k != 1)}"
 
 def read_table(path) -> pd.DataFrame:
@@ -197,6 +201,7 @@ def tft_predict(checkpoint: str = 'checkpoints/tft_best', # checkpoint stem or f
 # %% ../nbs/17_cli.ipynb #71adf679
 def _terminated(sig, frame): raise Interrupted(sig)   # SIGTERM, as Ctrl-C is: a run says what it kept
 
+# %% ../nbs/17_cli.ipynb #66635e81
 def run_command(func, parser: argparse.ArgumentParser, argv=None, aliases: dict = {}, renamed: dict = {}):
     "Run `func` with the flags of `argv`: one line for an error (status 2), a failed run (1), an interrupt (130, 143)."
     prog, spell, loud = parser.prog, flag_speller(parser, renamed), env_rank() == 0     # torchrun: rank 0 speaks
@@ -216,6 +221,7 @@ def run_command(func, parser: argparse.ArgumentParser, argv=None, aliases: dict 
     if loud: print(f"{prog}: {msg}", file=sys.stderr)
     sys.exit(code if loud or code > 2 else 0)                         # torchrun: rank 0's status fails the job
 
+# %% ../nbs/17_cli.ipynb #15e5aaee
 def train_parser() -> argparse.ArgumentParser:
     "The flags of `tft_train`: its own, every config's, and `ALIASES`."
     configs = {'data': (DataConfig, ()), 'model': (TFTConfig, data_sized()), 'training': (TrainConfig, ())}
@@ -225,6 +231,7 @@ def main_train(argv=None):
     "Console entry point of `tft_train`."
     run_command(tft_train, train_parser(), argv, ALIASES)
 
+# %% ../nbs/17_cli.ipynb #7b3793cb
 def main_predict(argv=None):
     "Console entry point of `tft_predict`."
     run_command(tft_predict, command_parser('tft_predict', tft_predict), argv, renamed=dict(bars='data'))
@@ -248,7 +255,7 @@ def split_backtest_settings(settings: dict) -> tuple[dict, dict, dict, dict]:
                    'its splits), TFTConfig (but its data-derived sizes) and TrainConfig')
     return tuple({k: v for k, v in settings.items() if k in n} for n in names)
 
-
+# %% ../nbs/21_backtest.ipynb #1247fb08
 def tft_backtest(data: str | None = None,         # DBN/CSV/Parquet file or folder of bars (default: the built-in ones)
                  checkpoint_dir: str = 'backtest', # folder of the backtest: settings, a run folder per fold, the table
                  **settings) -> Backtest:
@@ -268,12 +275,14 @@ def tft_backtest(data: str | None = None,         # DBN/CSV/Parquet file or fold
                  f"{result.path / 'backtest.csv'}):\n{shown.to_string(index=False, float_format='%.5f')}")
         return result
 
+# %% ../nbs/21_backtest.ipynb #b5007c14
 def backtest_parser():
     "The flags of `tft_backtest`: its own, every config's, and `ALIASES`."
     configs = {'backtest': (BacktestConfig, ()), 'data': (DataConfig, SPLIT_FIELDS),
                'model': (TFTConfig, data_sized()), 'training': (TrainConfig, BACKTEST_OWNS)}
     return command_parser('tft_backtest', tft_backtest, configs, ALIASES)
 
+# %% ../nbs/21_backtest.ipynb #7bdd2727
 def main_backtest(argv=None):
     "Console entry point of `tft_backtest`."
     run_command(tft_backtest, backtest_parser(), argv, ALIASES)
@@ -293,12 +302,14 @@ def tft_tune(data: str | None = None,   # DBN/CSV/Parquet file or folder of bars
                  f"{result.table.drop(columns='folder').to_string(index=False, float_format='%.6f')}")
         return result
 
+# %% ../nbs/23_tune.ipynb #99bdc500
 def tune_parser():
     "The flags of `tft_tune`: its own, TuneConfig's, tft_train's configs' (but those a trial sets), `ALIASES`."
     configs = {'tuning': (TuneConfig, ()), 'data': (DataConfig, ()), 'model': (TFTConfig, data_sized()),
                'training': (TrainConfig, TUNE_OWNS)}
     return command_parser('tft_tune', tft_tune, configs, ALIASES)
 
+# %% ../nbs/23_tune.ipynb #f045edc6
 def main_tune(argv=None):
     "Console entry point of `tft_tune`."
     run_command(tft_tune, tune_parser(), argv, ALIASES)

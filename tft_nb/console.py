@@ -16,6 +16,7 @@ def in_notebook() -> bool:
     shell = ipython.get_ipython() if ipython else None
     return shell is not None and 'IPKernelApp' in shell.config
 
+# %% ../nbs/13a_console.ipynb #ee310b11
 def progress_bar(it, total: int, desc: str, enabled: bool | None = None):
     "A tqdm bar over `it` where one is seen (`enabled=None`: a terminal, a notebook with widgets), else `it` itself."
     if enabled is None: enabled = sys.stderr.isatty() or in_notebook() and importlib.util.find_spec('ipywidgets')
@@ -28,6 +29,7 @@ class _Print(logging.Handler):
     "Print a record's message to the current `sys.stdout` (a notebook cell's output)."
     def emit(self, record): print(self.format(record), file=sys.stdout)
 
+# %% ../nbs/13a_console.ipynb #429e5706
 @contextlib.contextmanager
 def visible_log(log: logging.Logger):
     "Show `log`'s INFO lines while the block runs, where logging is not configured to show them."

@@ -48,10 +48,12 @@ def static_values(bars: pd.DataFrame, names: Sequence[str], source: str = '<bars
                             f"{len(seen)} ({listed(seen)})")
     return pd.DataFrame({n: bars[n].astype(str) for n in names}).groupby(bars.symbol, observed=True).first()
 
+# %% ../nbs/01a_covariates.ipynb #d98109a9
 def static_categories(values: pd.DataFrame) -> dict:
     "The categories of each static column of `values` (a symbol's row each), in sorted order."
     return {n: sorted(values[n].unique()) for n in values.columns}
 
+# %% ../nbs/01a_covariates.ipynb #5b359d20
 def category_codes(values: pd.Series, cats: list, name: str, symbols: pd.Series, source: str = '<bars>') -> np.ndarray:
     "The number of each of `values` (column `name`, as text) among `cats`; a value not among them refused."
     codes = pd.Index(cats).get_indexer(values.astype(str)).astype('int64')     # -1: not among them

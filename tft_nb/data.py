@@ -33,7 +33,6 @@ _ZSTD_MAGIC, _GZIP_MAGIC, _DBZ_MAGIC, _PARQUET_MAGIC = b'\x28\xb5\x2f\xfd', b'\x
 OHLCV_RTYPES = {0x11: 'ohlcv (v1 deprecated)', 0x20: 'ohlcv-1s', 0x21: 'ohlcv-1m', 0x22: 'ohlcv-1h',
                 0x23: 'ohlcv-1d', 0x24: 'ohlcv-eod'}
 _OHLCV_DTYPE = np.dtype(dbn.OHLCVMsg._dtypes)  # the 56-byte record of every DBN version
-
 _PIECE = 512   # compressed bytes inflated at a time: a stream that does not hold bars is refused early
 
 def _zstd_pieces(raw: bytes, path):
@@ -48,6 +47,7 @@ def _zstd_pieces(raw: bytes, path):
             raw = d.unused_data + raw[i:]
     except zstandard.ZstdError as e: raise DataError(f"{path}: corrupt zstd stream ({e})") from None
 
+# %% ../nbs/01_data.ipynb #5e34fc82
 def _gzip_pieces(raw: bytes, path):
     "The output of every gzip member of `raw`, a piece of input at a time; a truncated or corrupt stream is refused."
     try:
@@ -102,10 +102,12 @@ def _corrupt(bad: np.ndarray, path, detail, first: int = 0):
         more = f"; {n} such records" if n > 1 else ''
         raise DataError(f"{path}: the file looks corrupt: record {first + i} {detail(i)}{more}; download it again")
 
+# %% ../nbs/01_data.ipynb #ba056450
 def _record_size(meta: dbn.Metadata) -> int:
     "The bytes of one OHLCV record of a file with `meta`: 56, and 64 with `ts_out` (an 8-byte timestamp appended)."
     return _OHLCV_DTYPE.itemsize + 8 * bool(meta.ts_out)
 
+# %% ../nbs/01_data.ipynb #ca6f3db9
 def _check_records(b, start: int, n: int, size: int, path, first: int = 0) -> np.ndarray:
     "The `n` records of `size` bytes at `start` of `b` (a view), refused unless each is an OHLCV record."
     dt = np.dtype({'names': _OHLCV_DTYPE.names, 'formats': [_OHLCV_DTYPE[n] for n in _OHLCV_DTYPE.names],
@@ -117,6 +119,7 @@ def _check_records(b, start: int, n: int, size: int, path, first: int = 0) -> np
                                   f"an OHLCV record has type 0x11 or 0x20-0x24 and {size} bytes", first)
     return recs
 
+# %% ../nbs/01_data.ipynb #3a445426
 def _dbn_records(b: bytes, start: int, meta: dbn.Metadata, path) -> np.ndarray:
     "The OHLCV records after `start` as a structured array (a view on `b`, no copy)."
     n_body, size = len(b) - start, _record_size(meta)
@@ -124,6 +127,7 @@ def _dbn_records(b: bytes, start: int, meta: dbn.Metadata, path) -> np.ndarray:
         raise DataError(f"{path}: truncated DBN: {n_body} record bytes is not a whole number of {size}-byte records")
     return _check_records(b, start, n_body // size, size, path)
 
+# %% ../nbs/01_data.ipynb #a255f143
 _META_MAX = 2**27   # bytes of DBN metadata that a compressed file may declare (a corrupt length is refused early)
 
 def _inflate(pieces, path) -> bytes:
@@ -183,6 +187,7 @@ def _ts_text(t) -> str:
     t = int(t) % 2**64   # an int64 view of the unsigned field wraps the values above 2^63 below 0
     return str(pd.Timestamp(t, tz='UTC')) if t < 2**63 else f"{t} ns"
 
+# %% ../nbs/01_data.ipynb #1649ab06
 def _check_ids_and_times(meta: dbn.Metadata, iid: np.ndarray, ts: np.ndarray, path):
     "Refuse records whose instrument id or timestamp (int64) the file's own metadata rules out (see above)."
     ids = sorted({int(iv['symbol']) for ivs in (meta.mappings or {}).values() for iv in ivs
@@ -199,6 +204,7 @@ def _check_ids_and_times(meta: dbn.Metadata, iid: np.ndarray, ts: np.ndarray, pa
         _corrupt(ts % step != 0, path,
                  lambda i: f"has timestamp {_ts_text(ts[i])}, not the start of {unit} as an {meta.schema} bar's is")
 
+# %% ../nbs/01_data.ipynb #a99fe804
 def _check_values(meta: dbn.Metadata, vals: np.ndarray, path):
     "Refuse bars whose prices or volume no market produces (see above); `vals` holds open, high, low, close, volume."
     for j, col in enumerate(PRICES):
@@ -248,6 +254,7 @@ def _dbn_frame(b: bytes, path) -> pd.DataFrame:
     df.attrs.update(source=str(path), schema=str(meta.schema), dataset=meta.dataset)
     return df
 
+# %% ../nbs/01_data.ipynb #572149f0
 def read_dbn(path) -> pd.DataFrame:
     "Read a Databento DBN OHLCV file (v1-3, plain or zstd) into the tidy frame."
     return _dbn_frame(_read_bytes(path), path)
@@ -344,6 +351,7 @@ def _first_bad(df: pd.DataFrame, bad: np.ndarray, path, what: str):
         where = f"symbol {df.symbol.iat[i]!r}, {df.ts_event.iat[i]}"
         raise DataError(f"{path}: {what} in {int(bad.sum())} bar(s); first at {where}")
 
+# %% ../nbs/01_data.ipynb #42dc29ac
 def check_bars(df: pd.DataFrame, path='<frame>') -> pd.DataFrame:
     "Refuse bars a forecaster can't use (see above); returns `df` unchanged."
     if len(df) == 0: raise DataError(f"{path}: no bars")
@@ -377,6 +385,7 @@ def suspect_moves(bars: pd.DataFrame, factor: float = 1.5, typical: float = 15) 
     return pd.DataFrame({'symbol': bars['symbol'].to_numpy()[i], 'ts_event': bars['ts_event'].to_numpy()[i],
                          'close_before': c[i - 1], 'close': c[i], 'move': np.expm1(move[i])})
 
+# %% ../nbs/01_data.ipynb #37bd4f13
 def suspect_moves_warning(bars: pd.DataFrame, source: str = '<bars>', shown: int = 3) -> str | None:
     "A warning naming the bars of `suspect_moves`, or None."
     s = suspect_moves(bars)
@@ -453,6 +462,7 @@ def _arch_file(name: str) -> Path:
     if not f.exists(): raise DataError(f"{f}: sample data file missing from the installed `arch` package")
     return f
 
+# %% ../nbs/01_data.ipynb #b54c17a6
 SAMPLE_SOURCE = 'built-in sample data (arch: sp500, nasdaq)'   # how runs and messages name `load_sample`'s bars
 
 def load_sample() -> pd.DataFrame:

@@ -93,12 +93,14 @@ def _glibc() -> bool:
     "Whether this process runs on glibc (Linux), whose allocator the two functions here tune."
     return platform.system() == 'Linux' and platform.libc_ver()[0] == 'glibc'
 
+# %% ../nbs/13_device.ipynb #17d1fdce
 def keep_freed_memory() -> bool:
     "Have glibc keep freed memory for reuse instead of returning it to the system; False where that is not glibc."
     if not _glibc(): return False
     libc = ctypes.CDLL(None)
     return bool(libc.mallopt(M_MMAP_THRESHOLD, MMAP_MAX)) & bool(libc.mallopt(M_TRIM_THRESHOLD, 2**30))
 
+# %% ../nbs/13_device.ipynb #563e23ab
 def release_freed_memory() -> bool:
     "Collect Python's garbage and return glibc's free memory to the system: whether any was returned (False off glibc)."
     gc.collect()

@@ -34,6 +34,7 @@ class World:
     @property
     def main(self) -> bool: return self.rank == 0
 
+# %% ../nbs/20_distributed.ipynb #e1c2cbb4
 ALONE = World()   # one process: every collective is the identity
 
 # %% ../nbs/20_distributed.ipynb #8526b2bc
@@ -47,13 +48,14 @@ def this_world() -> World:
     return World(dist.get_rank(), dist.get_world_size(), int(os.environ.get('LOCAL_RANK', 0)),
                  None if gloo else _control['group'])
 
+# %% ../nbs/20_distributed.ipynb #3ab825b0
 TORCHRUN_ENV = ('RANK', 'WORLD_SIZE', 'MASTER_ADDR', 'MASTER_PORT')   # what torchrun sets for each process
-
 COLLECTIVE_FAILED = ('gloo', 'NCCL', 'c10d', 'ProcessGroup')   # in the text of a collective that lost a rank
 
 class RankLost(SpeltMessage, RuntimeError):
     "A process of the run ended or stopped answering, so the others cannot go on."
 
+# %% ../nbs/20_distributed.ipynb #3714ba5e
 def _lost(world: World, e: RuntimeError) -> RankLost:
     "The error of a rank whose collective `e` failed: another rank died or hung."
     first = (str(e).strip().splitlines() or [type(e).__name__])[0]
@@ -62,6 +64,7 @@ def _lost(world: World, e: RuntimeError) -> RankLost:
                               "torchrun's summary names the rank that failed first; the folder keeps its last whole "
                               f"checkpoint, from which {s('resume', 'last')} continues")
 
+# %% ../nbs/20_distributed.ipynb #787e0be9
 @contextlib.contextmanager
 def distributed(device: torch.device):
     "The world of the block: torchrun's (its process group set up here and torn down after), or `ALONE`."
@@ -80,6 +83,7 @@ def distributed(device: torch.device):
     finally:
         if not up: _teardown()
 
+# %% ../nbs/20_distributed.ipynb #70d1a988
 def _teardown():
     "Forget the CPU group, and end the process group `distributed` set up."
     _control.clear()
@@ -94,6 +98,7 @@ def rank_device(world: World, device: torch.device) -> torch.device:
     "The device of this rank: its own GPU (`local_rank`) on CUDA, else `device`."
     return torch.device('cuda', world.local_rank) if device.type == 'cuda' and world is not ALONE else device
 
+# %% ../nbs/20_distributed.ipynb #13890516
 def total(world: World, t: Tensor) -> Tensor:
     "The sum of `t` over the ranks (CPU tensors through the CPU group)."
     if world.size == 1: return t
@@ -101,10 +106,12 @@ def total(world: World, t: Tensor) -> Tensor:
     dist.all_reduce(t, group=world.group if t.device.type == 'cpu' else None)
     return t
 
+# %% ../nbs/20_distributed.ipynb #0142cd56
 def mean(world: World, t: Tensor) -> Tensor:
     "The mean of `t` over the ranks."
     return t if world.size == 1 else total(world, t) / world.size
 
+# %% ../nbs/20_distributed.ipynb #1ddedb92
 def per_rank(world: World, t: Tensor) -> Tensor:
     "Every rank's 0-d `t`, in rank order, on every rank (alone: `t` itself)."
     if world.size == 1: return t
@@ -112,10 +119,12 @@ def per_rank(world: World, t: Tensor) -> Tensor:
     each[world.rank] = t
     return total(world, each)
 
+# %% ../nbs/20_distributed.ipynb #1487b8ee
 def own(world: World, t: Tensor) -> Tensor:
     "This rank's entry of a `per_rank` tensor (alone: `t` itself)."
     return t if t.dim() == 0 else t[world.rank]
 
+# %% ../nbs/20_distributed.ipynb #bc6cef04
 def largest(world: World, x: int) -> int:
     "The largest of the ranks' `x` (a signal number, 0 for none): what every rank then acts on."
     if world.size == 1: return x
@@ -123,6 +132,7 @@ def largest(world: World, x: int) -> int:
     dist.all_reduce(t, op=dist.ReduceOp.MAX, group=world.group)
     return int(t)
 
+# %% ../nbs/20_distributed.ipynb #5c54bfcf
 def gather(world: World, obj) -> list:
     "Every rank's `obj`, in rank order, on every rank."
     if world.size == 1: return [obj]
@@ -137,12 +147,14 @@ def _portable(e: BaseException) -> BaseException:
     except Exception: return RuntimeError(f"{type(e).__name__}: {e}")
     return e
 
+# %% ../nbs/20_distributed.ipynb #6ab2ea7c
 def _relayed(rank: int, e: BaseException) -> BaseException:
     "Rank `rank`'s error `e`, raised on another rank: its message names the rank."
     if not isinstance(e, SpeltMessage): return e
     cls, (msg, *rest) = e.__reduce__()
     return cls(f"rank {rank}: {msg}", *rest)
 
+# %% ../nbs/20_distributed.ipynb #0bb8700b
 def _from(world: World, on: int, fn: Callable, *args):
     "`fn(*args)` on rank `on`; its result, or its error, on every rank."
     box, mine = [None], None
@@ -154,6 +166,7 @@ def _from(world: World, on: int, fn: Callable, *args):
     if err is not None: raise mine if mine is not None else _relayed(on, err)
     return out
 
+# %% ../nbs/20_distributed.ipynb #0c7a5120
 def agree(world: World, fn: Callable, *args, on: int | None = None):
     "`fn(*args)` on every rank (or on rank `on` alone, its result sent to all); an error on any rank is raised on all."
     if world.size == 1: return fn(*args)
@@ -177,17 +190,20 @@ def shard_batches(windows: Windows, batch_size: int, world: World, generator: to
         part = torch.tensor_split(idx, world.size)[world.rank]
         yield windows.batch(part if len(part) else idx[:1]), len(idx)    # no share: one window, weighted 0
 
+# %% ../nbs/20_distributed.ipynb #d822a82b
 def shard(windows: Windows, world: World) -> Windows:
     "This rank's share of `windows` (for evaluation)."
     rows = torch.tensor_split(windows.rows, world.size)[world.rank]
     return windows.subset(rows)
 
+# %% ../nbs/20_distributed.ipynb #40b41c35
 def loss_sums(model, windows: Windows, autocast: bool = False, batch_size: int = EVAL_BATCH) -> Tensor:
     "The summed pinball loss of `model` over `windows` and the count of its terms, in float64; (2,)."
     if not len(windows): return torch.zeros(2, dtype=torch.float64)
     loss = pinball(predict(model, windows, batch_size, autocast), windows.targets().cpu(), model.config.quantiles)
     return torch.stack([loss.double().sum(), torch.tensor(loss.numel(), dtype=torch.float64)])
 
+# %% ../nbs/20_distributed.ipynb #3c0c6811
 def val_loss(model, windows: Windows, world: World, autocast: bool = False, batch_size: int = EVAL_BATCH) -> float:
     "Mean pinball loss over `windows`, each rank evaluating its share: the summed losses and counts reduced."
     if world.size == 1: return evaluate_loss(model, windows, batch_size, autocast)
@@ -208,6 +224,7 @@ def agreed_stop(world: World, signals: list) -> bool:
     if sig and not signals: signals.append(sig)
     return bool(sig)
 
+# %% ../nbs/20_distributed.ipynb #6d82940a
 _quiet = logging.getLogger('tft_nb.other_ranks')
 _quiet.disabled = True
 
@@ -215,6 +232,7 @@ def rank_log(world: World, log: logging.Logger | None = None) -> logging.Logger:
     "The run's log on rank 0 (`log`, or tft_nb's); on the other ranks a log that says nothing."
     return (log or logging.getLogger('tft_nb')) if world.main else _quiet
 
+# %% ../nbs/20_distributed.ipynb #a15748f3
 def world_line(world: World, batch_size: int) -> str:
     "The log line that says how the run shares its batches."
     processes = f"{world.size} process{'es' * (world.size != 1)} ({dist.get_backend()})"

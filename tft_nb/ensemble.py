@@ -51,6 +51,7 @@ def new_models(config:TFTConfig, cfg:TrainConfig, device:torch.device|None=None)
         models.append(build_model(config, device))
     return models
 
+# %% ../nbs/14a_ensemble.ipynb #8d8930d3
 def member_config(cfg:TrainConfig, k:int) -> TrainConfig:
     "How member `k` (from 0) trains: in its own folder, from its own seed; calibrated with the others, not alone."
     folder = Path(cfg.checkpoint_dir) / MEMBER.format(k + 1)
@@ -60,6 +61,7 @@ def final_checkpoint(cfg:TrainConfig) -> Path:
     "The checkpoint of what a run of `cfg` ends with: its best epoch's (or its last) weights, or the ensemble."
     return Path(cfg.checkpoint_dir) / ('tft_best' if cfg.restore_best or cfg.ensemble > 1 else 'tft_last')
 
+# %% ../nbs/14a_ensemble.ipynb #d459a3c8
 def has_run(cfg:TrainConfig) -> bool:
     "Whether `cfg.checkpoint_dir` holds a run of `cfg` to resume: its tft_last, or a member's."
     return any((Path(c.checkpoint_dir) / 'tft_last.json').is_file()
@@ -71,6 +73,7 @@ def _resumable(cfg:TrainConfig, k:int, resume) -> str | None:
     if resume is None: return None
     return 'last' if (Path(member_config(cfg, k).checkpoint_dir) / 'tft_last.json').is_file() else None
 
+# %% ../nbs/14a_ensemble.ipynb #0cfeb3b8
 def _check_resume(cfg:TrainConfig, resume):
     "Refuse a resume that an ensemble cannot do: one that names a checkpoint, or finds no member to continue."
     if resume is None: return
@@ -98,6 +101,7 @@ def _save_ensemble(ens:Ensemble, data:WindowData, cfg:TrainConfig, data_config:D
     save_checkpoint(Path(cfg.checkpoint_dir) / 'tft_best', ens.state_dict(), side)
     return cal
 
+# %% ../nbs/14a_ensemble.ipynb #2b4de4a9
 def _train_members(models:list, data:WindowData, cfg:TrainConfig, data_config, resume, log, progress, source,
                    world:World):
     "Train this process's members: all of them, or under torchrun members rank, rank + size, ..., each alone."
@@ -107,11 +111,13 @@ def _train_members(models:list, data:WindowData, cfg:TrainConfig, data_config, r
         fit(models[k], data, mcfg, data_config, _resumable(cfg, k, resume), log, progress, source=source,
             alone=world.size > 1)
 
+# %% ../nbs/14a_ensemble.ipynb #fb1dd6ac
 def _members_history(cfg:TrainConfig) -> pd.DataFrame:
     "The members' metrics.csv one after another, with a `member` column."
     read = lambda k: pd.read_csv(Path(member_config(cfg, k).checkpoint_dir) / 'metrics.csv').assign(member=k + 1)
     return pd.concat([read(k) for k in range(cfg.ensemble)], ignore_index=True)
 
+# %% ../nbs/14a_ensemble.ipynb #4c03f5ee
 def fit_ensemble(models:list, data:WindowData, cfg:TrainConfig, data_config:DataConfig|None=None, resume=None,
                  log:logging.Logger|None=None, progress:bool|None=None,
                  source:str|None=None) -> tuple[Ensemble, FitResult]:

@@ -29,6 +29,7 @@ def check_series(model, windows: Windows, what: str = 'windows'):
                            f"(static_cardinalities={tuple(card)}); build it from the same data: "
                            "TFTConfig(**data.spec.model_sizes(), ...)")
 
+# %% ../nbs/08_evaluate.ipynb #d2308d98
 def concat_outputs(outs: list[TFTOutput]) -> TFTOutput:
     "Concatenate the outputs of several batches along the window axis."
     return TFTOutput(*(torch.cat(ts) for ts in zip(*(vars(o).values() for o in outs))))
@@ -43,6 +44,7 @@ def _float_cpu(x: Tensor | TFTOutput) -> Tensor | TFTOutput:
     if torch.is_tensor(x): return x.float().cpu()
     return TFTOutput(*(t.float().cpu() for t in vars(x).values()))
 
+# %% ../nbs/08_evaluate.ipynb #6419f6cc
 EVAL_BATCH = 256          # windows per inference batch, the default of every function that runs the model on windows
 INFER_ELEMENTS = 2**22   # the most elements of one (Ve, B, Te, H) activation in an inference pass
 
@@ -51,6 +53,7 @@ def infer_batch(config: TFTConfig, batch_size: int) -> int:
     per_window = config.encoder_length * config.encoder_vars * config.hidden_size
     return max(1, min(batch_size, INFER_ELEMENTS // per_window))
 
+# %% ../nbs/08_evaluate.ipynb #08936684
 @torch.inference_mode()
 def infer(model, windows: Windows, batch_size: int = EVAL_BATCH, autocast: bool = False,
           keep: Callable = lambda out: out) -> Tensor | TFTOutput:
@@ -73,6 +76,7 @@ def predict(model, windows: Windows, batch_size: int = EVAL_BATCH, autocast: boo
     if not len(windows): return torch.empty(0, windows.horizon, len(model.config.quantiles))
     return infer(model, windows, batch_size, autocast, keep=lambda out: out.quantiles)
 
+# %% ../nbs/08_evaluate.ipynb #2a825e1d
 def evaluate_loss(model, windows: Windows, batch_size: int = EVAL_BATCH, autocast: bool = False) -> float:
     "Mean pinball loss of `model` over `windows`, in scaled units."
     pred = predict(model, windows, batch_size, autocast)

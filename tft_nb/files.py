@@ -16,6 +16,7 @@ def _name_max(folder: Path) -> int:
     try: return os.pathconf(folder, 'PC_NAME_MAX')
     except (OSError, ValueError): return 255
 
+# %% ../nbs/10a_files.ipynb #f637fe04
 def _beside(real: Path, suffix: str) -> Path:
     "A new hidden name in the folder of `real`: `.name.<random>suffix`, the name cut where the limit needs it."
     tail = f'.{os.urandom(6).hex()}{suffix}'
@@ -23,6 +24,7 @@ def _beside(real: Path, suffix: str) -> Path:
 
 def _named(e: OSError, path) -> OSError: return OSError(e.errno, e.strerror, str(path))   # names `path`
 
+# %% ../nbs/10a_files.ipynb #be0a1adb
 def fsync_dir(folder: Path):
     "Put the entries of `folder` (the renames in it) on disk."
     fd = os.open(folder, os.O_RDONLY)
@@ -64,6 +66,7 @@ def second_names(real: Path) -> list[Path]:
     "The second names (hard links) that saves keep of the file `real` until its sidecar is in place."
     return sorted(real.parent.glob(f'.{glob.escape(real.name)}.*.prev'))
 
+# %% ../nbs/10a_files.ipynb #d58b70a3
 def _keep(real: Path, kept: dict):
     "Give the file `real`, if it exists, a second name and record it in `kept`; skipped where links fail."
     if not real.exists(): return
@@ -71,6 +74,7 @@ def _keep(real: Path, kept: dict):
         os.link(real, pv := _beside(real, '.prev'))
         kept[real] = pv
 
+# %% ../nbs/10a_files.ipynb #1648e0f2
 def _drop_leftovers(real: Path):
     "Remove the second names of `real` and the temporaries that killed saves left beside it."
     for q in second_names(real) + sorted(real.parent.glob(f'.{glob.escape(real.name)}.*.tmp')):
@@ -122,6 +126,7 @@ def held_signals(signals=(signal.SIGINT, signal.SIGTERM)):
     finally:
         for s, h in old.items(): signal.signal(s, h)
 
+# %% ../nbs/10a_files.ipynb #51897007
 @contextlib.contextmanager
 def deferred_interrupt(signals=(signal.SIGINT, signal.SIGTERM)):
     "Hold Ctrl-C (SIGINT) and SIGTERM until the block ends, then deliver them: files written together stay together."

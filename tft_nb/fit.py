@@ -40,10 +40,12 @@ def chunked(it, k: int):
             group = []
     if group: yield group
 
+# %% ../nbs/14_fit.ipynb #9a19b47b
 def epoch_steps(n_windows: int, cfg: TrainConfig, world_size: int = 1) -> int:
     "Optimizer steps in an epoch over `n_windows` training windows, each batch shared by `world_size` processes."
     return math.ceil(math.ceil(n_windows / (cfg.batch_size * world_size)) / cfg.accumulate_grad_batches)
 
+# %% ../nbs/14_fit.ipynb #e637316b
 def train_epoch(state: TrainingState, windows: Windows, cfg: TrainConfig, autocast: bool = False,
                 progress: bool | None = None, log: logging.Logger | None = None, stop=None,
                 world: World = ALONE) -> tuple[float, dict]:
@@ -84,6 +86,7 @@ def _check_fit(model, data: WindowData, batch_size: int, device: torch.device):
     check_training_data(model, data)
     check_batch_fits(model, data.train, batch_size, device)
 
+# %% ../nbs/14_fit.ipynb #0125b545
 def check_training_data(model, data: WindowData):
     "Refuse data without training or validation windows, or with a symbol the model has no embedding for."
     if empty := [k for k in ('train', 'val') if len(getattr(data, k)) == 0]:
@@ -91,6 +94,7 @@ def check_training_data(model, data: WindowData):
                            "data.val; give more data or other splits")
     for k in ('train', 'val'): check_series(model, getattr(data, k), f"data.{k}")
 
+# %% ../nbs/14_fit.ipynb #dfa108a4
 def log_epoch(log: logging.Logger, state: TrainingState, verdict: str, epochs: int):
     "Log early stopping's verdict and the epoch's line (a non-finite validation loss as a warning)."
     h = state.history[-1]
@@ -110,6 +114,7 @@ class FitResult:
     checkpoint_dir: Path
     calibration: Calibration | None = None   # of the weights the model ends with; None when `calibrate` is off
 
+# %% ../nbs/14_fit.ipynb #f65baaec
 def _this_run(folder: RunFolder, stem: str) -> bool:
     "Whether the folder's checkpoint `stem` is this run's (not an earlier run's that this one will replace)."
     try: return json.loads((folder.path / f'{stem}.json').read_text()).get('run_id') == folder.meta['run_id']
@@ -119,6 +124,7 @@ def _same(a: dict, b: dict) -> bool:
     "Whether the state dicts `a` and `b` hold the same tensors, bit for bit."
     return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
+# %% ../nbs/14_fit.ipynb #65052265
 def _predicted_with(model, weights: dict, windows: Windows, own_pred: torch.Tensor) -> torch.Tensor:
     "Forecasts of `windows` by `model` holding `weights` (`own_pred` where those are its own); its weights kept."
     if _same(weights, model.state_dict()): return own_pred
@@ -127,6 +133,7 @@ def _predicted_with(model, weights: dict, windows: Windows, own_pred: torch.Tens
     try: return predict(model, windows)
     finally: model.load_state_dict(own)
 
+# %% ../nbs/14_fit.ipynb #b227651c
 def calibrate_run(state: TrainingState, folder: RunFolder, val: Windows, log: logging.Logger,
                   cfg: TrainConfig = TrainConfig()) -> dict:
     "Calibrate the last weights and the best on `val`, each stored in its checkpoint's sidecar; {stem: Calibration}."
@@ -143,6 +150,7 @@ def calibrate_run(state: TrainingState, folder: RunFolder, val: Windows, log: lo
                  f"P{q[-1] * 100:g} band held {band(pred)} of them, calibrated {band(cals[stem].apply(pred, series))}")
     return cals
 
+# %% ../nbs/14_fit.ipynb #67e25605
 def finish(state: TrainingState, folder: RunFolder, cfg: TrainConfig, log: logging.Logger,
            val: Windows | None = None) -> FitResult:
     "End a run: its closing line, calibrations (if `val`), the best weights restored, the model in eval mode."
@@ -175,6 +183,7 @@ def _stopped(signals: list, where: str, folder: RunFolder) -> RunInterrupted:
     sig = signals[0]
     return RunInterrupted(lambda s: f"{signal.Signals(sig).name} {where}; {folder.note(s)}", sig)
 
+# %% ../nbs/14_fit.ipynb #373f4b34
 def _diverged(state: TrainingState, why: str, folder: RunFolder) -> Diverged:
     "The error that ends a run that diverged in the epoch under way: `why`, and what the folder kept."
     e, held = state.epoch + 1, folder.holds()
@@ -183,6 +192,7 @@ def _diverged(state: TrainingState, why: str, folder: RunFolder) -> Diverged:
                               f"{s('learning_rate')} or set {s('grad_clip')}, and start a fresh run (with "
                               f"{s('overwrite', True)}, or in another {s('checkpoint_dir')})")
 
+# %% ../nbs/14_fit.ipynb #e69adfd7
 def run_epoch(state: TrainingState, data: WindowData, cfg: TrainConfig, folder: RunFolder, signals: list,
               autocast: bool = False, progress: bool | None = None, log: logging.Logger | None = None):
     "Train, validate, log and save one epoch; stop, saved, at the step after a signal; fail if it diverged."
@@ -211,6 +221,7 @@ def pass_sizes(n: int, batch_size: int, world: World = ALONE) -> list[int]:
     shares = (split_share(b, world.rank, world.size) or 1 for b in (min(step, n), n % step) if b)   # as shard_batches
     return list(dict.fromkeys(shares))
 
+# %% ../nbs/14_fit.ipynb #48358746
 def warm_up(model: TemporalFusionTransformer, windows: Windows, batch_size: int, autocast: bool = False,
             eval_windows: Windows | None = None, eval_batch_size: int = EVAL_BATCH, world: World = ALONE) -> float:
     "Compile this rank's graphs for `windows` and `eval_windows` (freed memory handed back); weights and RNG kept."

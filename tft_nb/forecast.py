@@ -30,6 +30,7 @@ def _spec_config(spec: dict) -> DataConfig:
     return DataConfig(encoder_length=spec['encoder_length'], horizon=spec['horizon'], target=spec['target'],
                       known=known, observed=observed)
 
+# %% ../nbs/16_forecast.ipynb #36e5aa48
 def checkpoint_data(side: dict, path='<checkpoint>') -> tuple[DataConfig, Scaler, list]:
     "The `DataConfig`, training `Scaler` and symbols that a checkpoint's sidecar `side` records."
     try:
@@ -52,6 +53,7 @@ def checkpoint_data(side: dict, path='<checkpoint>') -> tuple[DataConfig, Scaler
                               "now the log change from each window's origin (02_windows): train the model again")
     return cfg, scaler, symbols
 
+# %% ../nbs/16_forecast.ipynb #72dd7aa4
 def _categories(side: dict) -> dict | None:
     "The categories of the static columns that a checkpoint's sidecar records (None: it has none)."
     return side['data']['spec'].get('categories') or None
@@ -74,6 +76,7 @@ def _model_of(side: dict) -> TemporalFusionTransformer | Ensemble:
     models = [TemporalFusionTransformer(config) for _ in range(k)]
     return models[0] if k == 1 else Ensemble(models)
 
+# %% ../nbs/16_forecast.ipynb #8b2aa03a
 def load_model(path) -> tuple[TemporalFusionTransformer | Ensemble, dict]:
     "The model (or ensemble) of checkpoint `path`, in eval mode, and its sidecar."
     weights, side, _ = load_checkpoint(path)

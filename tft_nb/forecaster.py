@@ -34,6 +34,7 @@ def data_sized() -> set:
     "The fields of `TFTConfig` that come from the data (`DataSpec.model_sizes`), not from settings."
     return set(DataSpec(['y'], [], [], [], [], 'y', 1, 1).model_sizes())
 
+# %% ../nbs/16a_forecaster.ipynb #6f071228
 def split_settings(settings: dict) -> tuple[dict, dict, TrainConfig]:
     "The settings of `tft_train` for `DataConfig`, `TFTConfig` and `TrainConfig`; an unknown name is an error."
     names = [{f.name for f in fields(DataConfig)}, {f.name for f in fields(TFTConfig)} - data_sized(),
@@ -50,12 +51,14 @@ def load_bars(data: pd.DataFrame | str | Path | None, columns=()) -> tuple[pd.Da
     if isinstance(data, pd.DataFrame): return data, data.attrs.get('source') or '<bars>'
     return read_ohlcv(data, columns), str(data)
 
+# %% ../nbs/16a_forecaster.ipynb #91a31a59
 def default_known(spacing: pd.Series) -> tuple:
     "Calendar inputs for bars spaced as `spacing`: dow and month for daily bars; dow, hour (and minute) intraday."
     step = spacing.median()
     if not step < pd.Timedelta(hours=20): return ('dow', 'month')
     return ('dow', 'hour') + (('minute',) if step < pd.Timedelta(hours=1) else ())
 
+# %% ../nbs/16a_forecaster.ipynb #f73fffee
 def mixed_spacing(spacing: pd.Series, ratio: float = 10) -> str | None:
     "A warning when the symbols' bar spacings are `ratio` or more times apart, else None."
     sp = spacing.dropna()
@@ -64,6 +67,7 @@ def mixed_spacing(spacing: pd.Series, ratio: float = 10) -> str | None:
     return (f"the series have different bar sizes (median spacing: {sizes}); a window of encoder_length bars spans a "
             "different time in each")
 
+# %% ../nbs/16a_forecaster.ipynb #8ad1194a
 def data_config(config: DataConfig | dict | None, spacing: pd.Series, builtin: bool) -> DataConfig:
     "`config` as a `DataConfig`: a dict over the preset (built-in data) or over calendar inputs for `spacing`."
     if isinstance(config, DataConfig): return config
@@ -71,6 +75,7 @@ def data_config(config: DataConfig | dict | None, spacing: pd.Series, builtin: b
     if not builtin and 'known' not in settings: settings['known'] = default_known(spacing)
     return DataConfig(**{**(asdict(PRESETS['ohlcv_gk_logvol_tft_v1']) if builtin else {}), **settings})
 
+# %% ../nbs/16a_forecaster.ipynb #dc2ffad6
 def run_windows(bars: pd.DataFrame, source: str, cfg: DataConfig) -> WindowData:
     "The windows of a run: every split holds some, and a warning for series of very different bar sizes."
     if warn := mixed_spacing(bar_spacing(bars)): logging.getLogger('tft_nb').warning(f"{source}: {warn}")
@@ -124,6 +129,7 @@ def data_columns(config: DataConfig | dict | None) -> dict:
     "The data's own columns that `config` names as inputs."
     return (config if isinstance(config, DataConfig) else DataConfig(**(config or {}))).columns
 
+# %% ../nbs/16a_forecaster.ipynb #bdb06341
 def prepare_run(self: Forecaster, data) -> tuple:
     "The bars, windows, new models (one, or an ensemble's) and data name of a run on `data`."
     cfg = self.train_config
@@ -137,6 +143,7 @@ def prepare_run(self: Forecaster, data) -> tuple:
     models = new_models(TFTConfig(**wd.spec.model_sizes(), **self.model_settings), cfg, resolve_device(cfg.device))
     return bars, wd, dcfg, models, source
 
+# %% ../nbs/16a_forecaster.ipynb #1bb543a1
 @patch
 def fit(self: Forecaster, data: pd.DataFrame | str | Path | None = None, resume: str | None = None,
          log: logging.Logger | None = None, report_test: bool = True) -> Forecaster:
@@ -160,6 +167,7 @@ def _fitted(self: Forecaster) -> Path:
         raise SettingError("the forecaster is not fitted: call fit(bars) or Forecaster.load(path)")
     return self.checkpoint
 
+# %% ../nbs/16a_forecaster.ipynb #d3dd70bf
 @patch
 def predict(self: Forecaster, bars: pd.DataFrame | None = None, split: str = 'future',
             future: pd.DataFrame | None = None, calibrate: bool = True, batch_size: int = EVAL_BATCH,
@@ -168,6 +176,7 @@ def predict(self: Forecaster, bars: pd.DataFrame | None = None, split: str = 'fu
     bars = self.bars if bars is None else bars
     return forecast(_fitted(self), bars, split, batch_size, device, calibrate=calibrate, future=future)
 
+# %% ../nbs/16a_forecaster.ipynb #df2be3b4
 @patch
 def save(self: Forecaster, path) -> Path:
     "Write the forecaster's checkpoint to `path` (weights, and the sidecar with its configs, scaler and calibration)."
@@ -176,6 +185,7 @@ def save(self: Forecaster, path) -> Path:
     save_checkpoint(path, weights, {k: v for k, v in side.items() if k not in ('files', 'timestamp', 'versions')})
     return checkpoint_stem(path)
 
+# %% ../nbs/16a_forecaster.ipynb #ab2de3d3
 @patch(cls_method=True)
 def load(cls: Forecaster, path) -> Forecaster:
     "The forecaster of the checkpoint at `path`, written by `save` or by a run."
@@ -195,6 +205,7 @@ def _windows(self: Forecaster, bars: pd.DataFrame | None, split: str) -> tuple[W
     wd, w = split_windows(sample_bars(side, self.checkpoint) if bars is None else bars, side, split)
     return w, wd.spec
 
+# %% ../nbs/16a_forecaster.ipynb #3c0ed6d2
 @patch
 def variable_importance(self: Forecaster, bars: pd.DataFrame | None = None, split: str = 'test') -> pd.DataFrame:
     "Mean selection weight of each input, by name, over the windows of `split` (default: the fitted data's test)."
@@ -203,6 +214,7 @@ def variable_importance(self: Forecaster, bars: pd.DataFrame | None = None, spli
     out = infer(self.model, w)                                       # fit and load both set it
     return variable_importance(out, spec.static_vars, spec.encoder_vars, spec.decoder_vars)
 
+# %% ../nbs/16a_forecaster.ipynb #afd95796
 @patch
 def attention(self: Forecaster, bars: pd.DataFrame | None = None, split: str = 'test') -> pd.DataFrame:
     "Mean attention of each horizon step by lag over the windows of `split` (default: the fitted data's test)."

@@ -31,10 +31,12 @@ class VariableLinear(nn.Module):
         y = torch.baddbmm(self.bias.unsqueeze(1), x.reshape(x.shape[0], -1, x.shape[-1]), self.weight)  # (V, N, d_out)
         return y.view(*x.shape[:-1], -1)                                                           # (V, ..., d_out)
 
+# %% ../nbs/03_gating.ipynb #b992368e
 def by_variable(p:Tensor, x:Tensor) -> Tensor:
     "Per-variable parameters `p` (V, d) viewed as (V, 1, ..., d), to broadcast over the middle axes of `x` (V, ..., d)."
     return p.view(len(p), *[1] * (x.dim() - 2), -1)
 
+# %% ../nbs/03_gating.ipynb #1617d408
 class VariableLayerNorm(nn.Module):
     "Layer normalisation over the last axis with separate gain and bias for each of V variables."
     def __init__(self,
@@ -47,6 +49,7 @@ class VariableLayerNorm(nn.Module):
         normed = F.layer_norm(x, x.shape[-1:])                 # no gain or bias yet
         return torch.addcmul(by_variable(self.bias, x), normed, by_variable(self.weight, x))   # bias + normed * weight
 
+# %% ../nbs/03_gating.ipynb #0145b755
 def _linear(d_in:int, d_out:int, variables:int=0) -> nn.Module:
     "One `nn.Linear`, or `variables` independent ones."
     return VariableLinear(variables, d_in, d_out) if variables else nn.Linear(d_in, d_out)
@@ -69,6 +72,7 @@ def keep_mask(x:Tensor, p:float) -> Tensor:
     torch.ge(u.view(x.shape), k, out=keep)                                 # 1.0 kept, 0.0 dropped
     return keep.mul_(32768 / (32768 - k))
 
+# %% ../nbs/03_gating.ipynb #b6726d8c
 @keep_mask.register_fake
 def _keep_mask_shape(x, p): return torch.empty(x.shape, dtype=x.dtype, device=x.device)   # for torch.compile
 
@@ -85,6 +89,7 @@ def _mix32(h:Tensor) -> Tensor:
     h = h * 0x21F0AAAD
     return h ^ ((h >> 16) & 0xFFFF)
 
+# %% ../nbs/03_gating.ipynb #c5df9df7
 def hashed_keep(shape, seed:Tensor, p:float, dtype:torch.dtype=torch.float32) -> Tensor:
     "Inverted-dropout multipliers from a hash of each element's index keyed by `seed`: 0, or 65536/(65536-k) kept."
     k = round(p * 65536)                                                   # drop when a 16-bit uniform < k
@@ -97,6 +102,7 @@ def hashed_keep(shape, seed:Tensor, p:float, dtype:torch.dtype=torch.float32) ->
     u = (h >> ((i & 1) * 16)) & 0xFFFF                                     # its low half, or its high half
     return (u.float() >= k).to(dtype) * (65536 / (65536 - k))             # in `dtype`, as the tensor it masks
 
+# %% ../nbs/03_gating.ipynb #d91483fe
 def hashed_dropout(x:Tensor, p:float) -> Tensor:
     "Inverted dropout whose mask is hashed from one 31-bit seed, drawn from PyTorch's default generator."
     seed = torch.randint(0, 2**31, (), device=x.device)
@@ -113,6 +119,7 @@ def dropout(x:Tensor, p:float, training:bool=True) -> Tensor:
     if x.numel() < PACKED_MIN: return F.dropout(x, p, True)   # fixed costs
     return packed_dropout(x, p)
 
+# %% ../nbs/03_gating.ipynb #b08c2587
 class Dropout(nn.Dropout):
     "`nn.Dropout` that calls `dropout`."
     def forward(self, x:Tensor) -> Tensor: return dropout(x, self.p, self.training)

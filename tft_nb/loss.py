@@ -19,6 +19,7 @@ def _check_shapes(pred:Tensor, target:Tensor):
         raise ValueError(f"pred {tuple(pred.shape)} and target {tuple(target.shape)} do not match: "
                          "expected pred (B, Td, Q) and target (B, Td)")
 
+# %% ../nbs/07_loss.ipynb #42da49b0
 def pinball(pred:Tensor, target:Tensor, quantiles:Sequence[float]) -> Tensor:
     "Element-wise pinball loss QL_q of `pred` (B, Td, Q) against `target` (B, Td); (B, Td, Q)."
     if pred.shape[-1] != len(quantiles):
@@ -28,6 +29,7 @@ def pinball(pred:Tensor, target:Tensor, quantiles:Sequence[float]) -> Tensor:
     e = target.unsqueeze(-1) - pred                                        # (B, Td, Q) y - y_hat
     return torch.maximum(q * e, (q - 1) * e)
 
+# %% ../nbs/07_loss.ipynb #c24ed212
 def quantile_loss(pred:Tensor, target:Tensor, quantiles:Sequence[float]) -> Tensor:
     "Mean pinball loss over windows, horizon steps and quantiles (the training loss); a 0-d tensor."
     return pinball(pred, target, quantiles).mean()

@@ -94,6 +94,7 @@ class HARBase(nn.Module):
     def forward(self, encoder:Tensor) -> Tensor:
         return (self.regressors(encoder)[:, None, :] * self.coef).sum(-1)     # (B, Td), elementwise: float32
 
+# %% ../nbs/06_model.ipynb #e79fa28d
 def quantile_steps(q:Tensor) -> Tensor:
     "The raw numbers whose `non_crossing` quantiles are the non-decreasing `q` (..., Q); steps of at least 1e-6."
     m, gaps = q.shape[-1] // 2, q.diff(dim=-1).clamp_min(1e-6)                 # (..., Q - 1)
@@ -116,6 +117,7 @@ def _lstm_float32(lstm:nn.LSTM, x:Tensor, state:tuple[Tensor, Tensor]) -> tuple[
     with torch.autocast(x.device.type, enabled=False):
         return lstm(x.float(), tuple(s.float() for s in state))
 
+# %% ../nbs/06_model.ipynb #811ca9b7
 def _lstm(lstm:nn.LSTM, x:Tensor, state:tuple[Tensor, Tensor]) -> tuple[Tensor, tuple[Tensor, Tensor]]:
     "Run `lstm` on `x` (B, T, H) from `state` 2 x (L, B, H): in autocast's dtype on the CPU, else in float32."
     if x.device.type == 'cpu' and torch.is_autocast_enabled('cpu'): return lstm(x, state)
@@ -215,10 +217,12 @@ def _batch_dynamic(f):
         return f(*args)
     return call
 
+# %% ../nbs/06_model.ipynb #df675067
 def _own_outputs(f):
     "`f`, returning copies of its output tensors: a CUDA graph's replay overwrites the memory of the last outputs."
     return lambda *args: torch.utils._pytree.tree_map(lambda t: t.clone() if torch.is_tensor(t) else t, f(*args))
 
+# %% ../nbs/06_model.ipynb #2162304f
 @patch
 def compile(self:TemporalFusionTransformer, cudagraphs:bool=False, **kwargs):
     "torch.compile the stages before and after the LSTMs as whole graphs; `cudagraphs`: replay them as CUDA graphs."

@@ -25,6 +25,7 @@ def read_history(run) -> pd.DataFrame:
     p = Path(run)
     return pd.read_csv(p / 'metrics.csv' if p.is_dir() else p)
 
+# %% ../nbs/18_plots.ipynb #4ba66a74
 def _loss_panel(ax, h: pd.DataFrame, stopped: bool):
     "Training and validation loss, the best epoch (early stopping's last improvement) and the stop."
     ax.plot(h.epoch, h.train_loss, 'o-', ms=3, label='train')
@@ -65,6 +66,7 @@ def _dates(ax):
     ax.xaxis.set_major_locator(loc)
     ax.xaxis.set_major_formatter(ConciseDateFormatter(loc))
 
+# %% ../nbs/18_plots.ipynb #29a9e82e
 def _fan_panel(ax, d: pd.DataFrame, qc: list[str]):
     "The outer quantile band, the median and (when known) the actuals of the forecast rows `d` by target time."
     lo, mid, hi = qc[0], qc[len(qc) // 2], qc[-1]
@@ -72,6 +74,7 @@ def _fan_panel(ax, d: pd.DataFrame, qc: list[str]):
     ax.plot(d.ts_event, d[mid], lw=1.2, label=f'median ({mid[1:]})')
     if 'actual' in d: ax.plot(d.ts_event, d.actual, 'k.', ms=2.5, label='actual')
 
+# %% ../nbs/18_plots.ipynb #017a6f8f
 def plot_fan(fc: pd.DataFrame, step: int | list | None = 1, symbols: list | None = None, last: int | None = 250,
              ylabel: str = 'target') -> Figure:
     "Fan charts of the `step`-ahead forecasts in `fc` (a panel per symbol and step; `None`: every step): band, median."
@@ -104,11 +107,13 @@ def _with_actuals(fc: pd.DataFrame) -> pd.DataFrame:
                                             "outcomes (forecast_frame of data.test, tft_predict --split test)")
     return fc
 
+# %% ../nbs/18_plots.ipynb #e831e2e5
 def calibration(fc: pd.DataFrame) -> pd.DataFrame:
     "Share of actuals at or below each forecast quantile, next to the nominal level."
     _with_actuals(fc)
     return pd.DataFrame([dict(quantile=float(c[1:]), empirical=float((fc.actual <= fc[c]).mean())) for c in _qcols(fc)])
 
+# %% ../nbs/18_plots.ipynb #6774eec6
 def plot_calibration(fc: pd.DataFrame) -> Figure:
     "Empirical coverage of each quantile against its nominal level."
     cal = calibration(fc)
@@ -135,6 +140,7 @@ def _past(fc: pd.DataFrame, symbol, origin: pd.Timestamp, history: pd.DataFrame 
     past = pd.Series(d[col].to_numpy(), index=pd.DatetimeIndex(d.ts_event)).sort_index()
     return past[past.index <= origin]
 
+# %% ../nbs/18_plots.ipynb #f2ff5f6b
 def plot_origin(fc: pd.DataFrame, symbol=None, origin=None, lookback: int = 60, history: pd.DataFrame | None = None,
                 ylabel: str = 'target') -> Figure:
     "The last `lookback` values of `symbol` up to `origin`, then the forecast from it: its bands, median, outcomes."
@@ -173,11 +179,13 @@ def _inside(fc: pd.DataFrame, step: int) -> pd.Series:
     qc, d = _qcols(fc), _with_actuals(fc)[fc.step == step]
     return pd.Series(((d[qc[0]] <= d.actual) & (d.actual <= d[qc[-1]])).to_numpy(), index=d.origin.to_numpy())
 
+# %% ../nbs/18_plots.ipynb #e7337f06
 def rolling_coverage(fc: pd.DataFrame, window: int = 60, step: int = 1) -> pd.Series:
     "Share of `step`-ahead actuals inside the outer quantile band over the last `window` origins, by origin."
     roll = _inside(fc, step).groupby(level=0).agg(['sum', 'count']).rolling(window, min_periods=window).sum()
     return (roll['sum'] / roll['count']).dropna().rename('coverage')
 
+# %% ../nbs/18_plots.ipynb #8c6bbce1
 def plot_rolling_coverage(tables: dict, window: int = 60, step: int = 1) -> Figure:
     "Rolling coverage of the outer band of each forecast table in `tables` (name -> table), with the nominal level."
     qc = _qcols(next(iter(tables.values())))
@@ -201,6 +209,7 @@ def error_by_step(fc: pd.DataFrame) -> pd.DataFrame:
     loss = pinball(pred, y, [float(c[1:]) for c in qc]).mean(-1)[:, 0]  # (rows,): averaged over the quantiles
     return fc.assign(pinball=loss.numpy()).pivot_table('pinball', 'model', 'step', sort=False)
 
+# %% ../nbs/18_plots.ipynb #0676e448
 def plot_error_by_step(fc: pd.DataFrame) -> Figure:
     "Mean pinball loss against the horizon step, one line per model."
     e = error_by_step(fc)

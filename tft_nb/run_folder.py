@@ -37,12 +37,14 @@ def run_data(data: WindowData, data_config: DataConfig | None = None, source: st
                 splits=dict(val_start=first(1), test_start=first(2)),
                 bar_seconds=None if pd.isna(gap) else gap.total_seconds(), source=source)
 
+# %% ../nbs/12_run_folder.ipynb #24a49a16
 def run_files(folder) -> list[Path]:
     "The files of a run in `folder`: its checkpoints and metrics.csv."
     folder = Path(folder)
     tft = sorted(p for p in folder.glob('tft_*') if p.suffix in ('.safetensors', '.json'))
     return tft + [p for p in [folder / 'metrics.csv'] if p.exists()]
 
+# %% ../nbs/12_run_folder.ipynb #89274224
 def metrics_csv(history: list[dict]) -> bytes:
     "The per-epoch `history` as the text of metrics.csv."
     buf = io.StringIO()
@@ -63,6 +65,7 @@ def _earlier_run(folder: Path, overwrite: bool) -> list[Path]:
                                         f"replace it ({s('overwrite', True)}) or choose another {s('checkpoint_dir')}")
     return old
 
+# %% ../nbs/12_run_folder.ipynb #52297863
 def _other_runs(folder: Path, run_id: str, overwrite: bool) -> list[Path]:
     "The checkpoint files in `folder` of runs other than `run_id`, which a resume there replaces only if `overwrite`."
     other = []
@@ -85,6 +88,7 @@ def _cannot_write(near: Path) -> int:
     if os.access(near, os.W_OK | os.X_OK): return 0
     return errno.EROFS if os.statvfs(near).f_flag & os.ST_RDONLY else errno.EACCES   # say which: a read-only mount
 
+# %% ../nbs/12_run_folder.ipynb #e72379af
 def _writable(folder: Path):
     "Check that `folder` can be made, or written if it exists, without making it."
     near = next(p for p in [folder, *folder.parents] if p.exists())    # the folder, or where it would be made
@@ -104,6 +108,7 @@ def _holder(path: Path) -> str:
     if not isinstance(h, dict) or not {'pid', 'host', 'started', 'command'} <= h.keys(): return 'another process'
     return f"process {h['pid']} on {h['host']}, started {h['started']}: {h['command']}"
 
+# %% ../nbs/12_run_folder.ipynb #7a053119
 def _lock_fd(path: Path) -> int | None:
     "A descriptor of the file `path`, locked for this process, or None when another process holds the lock."
     while True:
@@ -116,6 +121,7 @@ def _lock_fd(path: Path) -> int | None:
             if os.stat(path).st_ino == os.fstat(fd).st_ino: return fd
         os.close(fd)                                                     # removed by a release meanwhile: again
 
+# %% ../nbs/12_run_folder.ipynb #37a2a603
 class FolderLock:
     "The exclusive lock of a run folder, held by one process; the system releases it if the process dies."
     def __init__(self, folder: Path, fd: int | None, made: list[Path]):
@@ -166,6 +172,7 @@ def resume_stem(resume, folder) -> Path:
     "The checkpoint that `resume` names: 'last' is `folder`/tft_last, anything else a checkpoint's stem or file."
     return Path(folder) / 'tft_last' if str(resume) == 'last' else checkpoint_stem(resume)
 
+# %% ../nbs/12_run_folder.ipynb #28d113a8
 def _nothing_to_resume(folder: Path) -> CheckpointError:
     "The error for resume='last' in a folder without tft_last.json."
     if old := run_files(folder) if folder.is_dir() else []:              # a run stopped during its first epoch's writes
@@ -209,6 +216,7 @@ def _check_resumable(stem: Path, side: dict):
         raise CheckpointError(f"cannot resume from {stem}: its sidecar {stem.name}.json holds {why}, which no run "
                               "writes (edited, or not written by fit); resume from an earlier checkpoint of the run")
 
+# %% ../nbs/12_run_folder.ipynb #551032a7
 def _implausible(side: dict) -> str | None:
     "The first training-state value of a resumable sidecar `side` that no run writes, or None."
     e, es, p = side['epoch'], side['early_stopping'], side.get('partial') or {}
@@ -261,6 +269,7 @@ def _load_best(path: Path, run_id: str, epoch: int) -> tuple[dict | None, dict, 
     if side.get('epoch') != epoch: return None, {}, f"{path} holds epoch {side.get('epoch')}"
     return weights, side, None
 
+# %% ../nbs/12_run_folder.ipynb #1c804cfc
 def _best_of(stem: Path, side: dict, weights: dict, model, restore_best: bool = True) -> tuple[tuple | None, bool]:
     "The run's best (weights, sidecar) when `stem` was saved, and whether tft_best holds them."
     best_epoch = side['early_stopping']['best_epoch'] + 1
@@ -291,6 +300,7 @@ class Resumed:
     best: tuple | None          # (weights, sidecar) of the best epoch so far, or None
     best_saved: bool = True     # whether tft_best beside `stem` holds them
 
+# %% ../nbs/12_run_folder.ipynb #6106c827
 def open_resume(resume, cfg: TrainConfig, model, data: dict) -> Resumed:
     "Load the checkpoint `resume` names and check that it continues this run and fits `model`; writes nothing."
     stem = resume_stem(resume, cfg.checkpoint_dir)
@@ -360,6 +370,7 @@ def _commit(self: RunFolder, files: list[tuple[Path, bytes]]):
     if self.earlier: self.log.info(f"Replaced the earlier run in {self.path} ({len(self.earlier)} file(s); overwrite)")
     self.earlier = []
 
+# %% ../nbs/12_run_folder.ipynb #202b6edf
 @patch
 def _regroup(self: RunFolder, state: TrainingState, saved: int):
     "Go on with this world's processes from a run of `saved`: the data order changes, and a split epoch starts again."
@@ -371,6 +382,7 @@ def _regroup(self: RunFolder, state: TrainingState, saved: int):
     self.log.info(f"The run trained on {saved} process(es) and goes on with {self.world.size}: a batch now takes "
                   f"{self.world.size} times batch_size windows, so the order of the batches changes{again}")
 
+# %% ../nbs/12_run_folder.ipynb #b4159627
 @patch
 def restore(self: RunFolder, state: TrainingState, epochs: int):
     "Continue the resumed run, if any, in `state`; its best weights are carried into this folder."
@@ -402,6 +414,7 @@ def _info(self: RunFolder, state: TrainingState) -> dict:
                 val_loss=h.get('val_loss', math.nan), best_val_loss=stop.best, best_epoch=stop.best_epoch + 1,
                 learning_rate=learning_rate(state.opt))
 
+# %% ../nbs/12_run_folder.ipynb #44a7c854
 @patch
 def save(self: RunFolder, state: TrainingState, improved: bool = False, last: bool = False):
     "Write the files of `state` together: metrics.csv, tft_epoch_NNN, tft_last, tft_best (inside an epoch: tft_last)."
@@ -424,6 +437,7 @@ class Interrupted(KeyboardInterrupt):
         super().__init__(signal.Signals(signum).name)
         self.signum = int(signum)
 
+# %% ../nbs/12_run_folder.ipynb #e6efb5e9
 class RunInterrupted(SpeltMessage, KeyboardInterrupt):
     "An interrupted run (Ctrl-C, `SIGTERM`); the message says where it stopped and what its folder holds."
     def __init__(self, msg, signum: int = signal.SIGINT):
@@ -431,6 +445,7 @@ class RunInterrupted(SpeltMessage, KeyboardInterrupt):
         self.signum = int(signum)
     def __reduce__(self): return (type(self), (str(self), self.signum))
 
+# %% ../nbs/12_run_folder.ipynb #993cb011
 @patch
 @contextlib.contextmanager
 def interrupts(self: RunFolder):
@@ -439,6 +454,7 @@ def interrupts(self: RunFolder):
     except RunInterrupted: raise
     except KeyboardInterrupt as e: raise RunInterrupted(self.note, getattr(e, 'signum', signal.SIGINT)) from None
 
+# %% ../nbs/12_run_folder.ipynb #cc0f7cdd
 @patch
 def holds(self: RunFolder) -> str | None:
     "What the folder's tft_last holds of this run ('epoch 3', 'epoch 2 and 41 step(s) of epoch 3'), or None."
@@ -451,6 +467,7 @@ def holds(self: RunFolder) -> str | None:
     inside = f"{steps} step(s) of epoch {epoch + 1}"
     return f"epoch {epoch} and {inside}" if epoch else inside
 
+# %% ../nbs/12_run_folder.ipynb #466bf04b
 @patch
 def note(self: RunFolder, spell=as_argument) -> str:
     "What the folder holds after an interrupt, for the line that ends a command."

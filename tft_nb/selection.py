@@ -74,6 +74,7 @@ def _folded(x:Tensor, e:RealEmbedding, lin:nn.Linear) -> Tensor:
     w = torch.einsum('vh,ovh->vo', e.weight, lin.weight.view(-1, V, H))       # (V, d)
     return x @ w + (lin.weight @ e.bias.flatten() + lin.bias)
 
+# %% ../nbs/04_selection.ipynb #00fe8d62
 @patch
 def folded_first_layers(self:VariableSelectionNetwork,
     x:Tensor,          # (B, [T,] V) real inputs
@@ -98,6 +99,7 @@ class StaticContexts(NamedTuple):
     cell: Tensor       # (B, H) c_c, initial LSTM cell state
     weights: Tensor    # (B, S) static variable selection weights
 
+# %% ../nbs/04_selection.ipynb #0fb45b07
 class StaticCovariateEncoder(nn.Module):
     "Static embeddings, their selection into zeta, and the four context GRNs (c_s, c_e, c_h, c_c)."
     def __init__(self,

@@ -174,6 +174,7 @@ def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
     groups = [dict(params=decay, weight_decay=weight_decay), dict(params=plain, weight_decay=0.0)]
     return [g for g in groups if g['params']]
 
+# %% ../nbs/10_train.ipynb #7581fa8c
 def make_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
     "Adam or AdamW (fused) over the model's trainable parameters, weight decay by `param_groups`."
     cls = torch.optim.AdamW if cfg.optimizer == 'adamw' else torch.optim.Adam
@@ -183,6 +184,7 @@ def make_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
 class TrainingError(UsageError):
     "Training is set up so that it cannot learn; the message names the parameters."
 
+# %% ../nbs/10_train.ipynb #c38476f4
 def check_optimizer(model: nn.Module, opt: torch.optim.Optimizer):
     "Refuse an optimizer that does not update exactly the model's trainable parameters."
     names = {id(p): n for n, p in model.named_parameters() if p.requires_grad}
@@ -231,6 +233,7 @@ def make_scheduler(opt: torch.optim.Optimizer, cfg: TrainConfig) -> ReduceLROnPl
     return ReduceLROnPlateau(opt, mode='min', factor=cfg.lr_factor, patience=cfg.lr_patience,
                              threshold=cfg.lr_threshold, threshold_mode='abs')
 
+# %% ../nbs/10_train.ipynb #2b7dc8fd
 def learning_rate(opt: torch.optim.Optimizer) -> float:
     "The learning rate of `opt`'s first parameter group."
     return opt.param_groups[0]['lr']
@@ -276,12 +279,14 @@ def summary(self: EarlyStopping) -> str:
     "The original's closing line: best epoch (1-based) and its validation loss."
     return f"Best checkpoint was at epoch {self.best_epoch + 1} with validation loss {self.best:.6f}"
 
+# %% ../nbs/10_train.ipynb #f0c1ec03
 @patch
 def state_dict(self: EarlyStopping) -> dict:
     "Counters and best values, JSON-safe, for a checkpoint."
     keys = ('patience', 'threshold', 'best', 'best_epoch', 'counter', 'stopped', 'reason')
     return {k: getattr(self, k) for k in keys}
 
+# %% ../nbs/10_train.ipynb #76fe4c50
 @patch
 def load_state_dict(self: EarlyStopping, d: dict):
     "Restore the state saved by `state_dict`."
@@ -342,6 +347,7 @@ def end_epoch(self: TrainingState, train_loss: float, val_loss: float, norms: di
 class Diverged(SpeltMessage, ArithmeticError):
     "Training diverged: a loss, a gradient norm or a weight became NaN or infinite."
 
+# %% ../nbs/10_train.ipynb #88943746
 def nonfinite(tensors: dict[str, Tensor]) -> list[str]:
     "The names of the floating-point tensors in `tensors` that hold NaN or infinity (one host sync)."
     floats = {k: t for k, t in tensors.items() if t.is_floating_point() and t.numel()}
@@ -349,6 +355,7 @@ def nonfinite(tensors: dict[str, Tensor]) -> list[str]:
     bad = torch.stack([~torch.isfinite(t).all() for t in floats.values()]).tolist()
     return [k for k, b in zip(floats, bad) if b]
 
+# %% ../nbs/10_train.ipynb #6da7ad77
 def divergence(model: nn.Module, norms: dict, **losses: float) -> str | None:
     "What is not finite after training steps, or None: the gradient norm (from which step), a loss, the weights."
     if norms['nonfinite']:

@@ -36,11 +36,13 @@ def _number(text: str):
     try: return int(text)
     except ValueError: return float(text)
 
+# %% ../nbs/23_tune.ipynb #9f4c8fc9
 def _choice(text: str):
     "A choice from `text`: a number, true or false, or the text itself."
     with contextlib.suppress(ValueError): return _number(text)
     return {'true': True, 'false': False}.get(text.lower(), text)
 
+# %% ../nbs/23_tune.ipynb #b76cdab0
 def parse_space(text: str) -> dict:
     "A search space from text: `name=low:high[:log]` or `name=a,b,c`, entries separated by `;`."
     space = {}
@@ -65,17 +67,20 @@ def _kinds() -> dict:
         out.update({f.name: str(f.type) for f in fields(cls) if f.name not in sized and f.name not in TUNE_OWNS})
     return out
 
+# %% ../nbs/23_tune.ipynb #2fa71193
 def _configs(settings: dict):
     "Build the three configs of `settings` (the model's with the default data sizes): their checks run."
     data_kw, model_kw, _ = split_settings(settings)
     DataConfig(**data_kw)
     TFTConfig(**model_kw)
 
+# %% ../nbs/23_tune.ipynb #6b117469
 def _corners(space: dict) -> list[dict]:
     "Every combination of the choices and range ends of `space` (at most 4096)."
     ends = {k: list(v) if isinstance(v, list) else [v[0], v[1]] for k, v in space.items()}
     return [dict(zip(ends, c)) for c in itertools.islice(itertools.product(*ends.values()), 4096)]
 
+# %% ../nbs/23_tune.ipynb #667b29b0
 def check_space(space: dict, settings: dict):
     "Refuse a search space that names no setting, holds an empty or reversed range, or values the configs refuse."
     kinds = _kinds()
@@ -132,6 +137,7 @@ def storage_url(cfg: TuneConfig) -> str:
     "The study's storage: `cfg.storage`, or the SQLite file tune.db in the tuning folder."
     return cfg.storage or f"sqlite:///{Path(cfg.tune_dir).absolute() / 'tune.db'}"
 
+# %% ../nbs/23_tune.ipynb #19b9f409
 def open_study(cfg: TuneConfig) -> optuna.Study:
     "The study of `cfg` in its storage, created if new: TPE proposals, the median rule for pruning."
     url = storage_url(cfg)
@@ -145,6 +151,7 @@ def open_study(cfg: TuneConfig) -> optuna.Study:
             err = SettingError(lambda s: f"{s('storage')} {url}: the study's storage cannot be opened ({why})")
             raise err from None
 
+# %% ../nbs/23_tune.ipynb #560d6f73
 @contextlib.contextmanager
 def _creating(url: str):
     "Hold an exclusive lock on the file of a SQLite `url` (made empty if new) for the block; other URLs: no lock."
@@ -156,6 +163,7 @@ def _creating(url: str):
         fcntl.flock(f, fcntl.LOCK_EX)                        # not SQLite's own locks (those are fcntl's)
         yield
 
+# %% ../nbs/23_tune.ipynb #ec84ccba
 def _study(cfg: TuneConfig, url: str) -> optuna.Study:
     "The study of `cfg` at `url`, created if new; errors as the storage raises them."
     wait = {'connect_args': {'timeout': 60}} if url.startswith('sqlite') else {}
@@ -176,6 +184,7 @@ def _alive(pid: int) -> bool:
     except PermissionError: return True                      # another user's
     return True
 
+# %% ../nbs/23_tune.ipynb #a5cbc33b
 def revive(study: optuna.Study, log: logging.Logger) -> list[int]:
     "Mark failed the running trials whose process on this host is gone, and queue each again; their numbers."
     host, dead = socket.gethostname(), []
@@ -201,6 +210,7 @@ def trial_settings(trial: optuna.Trial, space: dict, settings: dict) -> dict:
         else: out[k] = trial.suggest_float(k, float(v[0]), float(v[1]), log=len(v) == 3)
     return out
 
+# %% ../nbs/23_tune.ipynb #42b515d7
 def _trial_log(folder: Path) -> logging.Logger:
     "A logger that writes one trial's lines to `folder`/train.log, and nowhere else."
     log = logging.getLogger(f'tft_nb.tune.{folder.name}')
@@ -211,6 +221,7 @@ def _trial_log(folder: Path) -> logging.Logger:
     log.setLevel(logging.INFO)
     return log
 
+# %% ../nbs/23_tune.ipynb #2c45f766
 def _pruner_hook(trial: optuna.Trial):
     "What `fit` calls after each epoch: report the validation loss; stop the run when the pruner says so."
     def report(state):
@@ -253,6 +264,7 @@ class Tuning:
     table: pd.DataFrame
     best: Forecaster
 
+# %% ../nbs/23_tune.ipynb #0f2f8b98
 def _refuse(settings: dict):
     "Refuse settings a study cannot take: an ensemble, or a folder or overwrite of its own."
     if settings.get('ensemble', 1) != 1:
@@ -262,6 +274,7 @@ def _refuse(settings: dict):
         raise SettingError(lambda s: f"a trial sets {listed([s(k) for k in bad])} itself (its folder in "
                                      f"{s('tune_dir')})")
 
+# %% ../nbs/23_tune.ipynb #713973e9
 def search(data=None, cfg: TuneConfig = TuneConfig(), log: logging.Logger | None = None, **settings) -> Tuning:
     "Search `cfg.space` over runs of `settings` on `data` (as `tft_train`'s): one worker of the study; the best trial."
     _refuse(settings)
@@ -288,6 +301,7 @@ def search(data=None, cfg: TuneConfig = TuneConfig(), log: logging.Logger | None
                  f"{best.user_attrs['folder']}")
     return Tuning(study, trials_table(study), Forecaster.load(Path(best.user_attrs['folder']) / 'tft_best'))
 
+# %% ../nbs/23_tune.ipynb #45a902b0
 @contextlib.contextmanager
 def _quiet_optuna():
     "Optuna's own log lines at warnings only, while the block runs (a line per trial is `search`'s)."

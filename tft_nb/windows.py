@@ -44,12 +44,14 @@ def _calendar(ts: pd.Series) -> dict:
     return {'dow': ts.dt.day_of_week, 'month': ts.dt.month, 'day': ts.dt.day,
             'hour': ts.dt.hour, 'minute': ts.dt.minute}
 
+# %% ../nbs/02_windows.ipynb #451fa07c
 def trailing_means(y: np.ndarray, first: np.ndarray, lags=HAR_LAGS) -> np.ndarray:
     "Each row's mean of its last k values of `y` for each k of `lags` (fewer from its series' `first` row); (R, L)."
     c, end = np.r_[0.0, np.cumsum(y, dtype='float64')], np.arange(1, len(y) + 1)
     starts = [np.maximum(end - k, first) for k in lags]              # a mean never reaches into another series
     return np.stack([(c[end] - c[s]) / (end - s) for s in starts], axis=1)
 
+# %% ../nbs/02_windows.ipynb #27a31523
 def make_features(bars: pd.DataFrame) -> pd.DataFrame:
     "Per-bar features of tidy `bars` (see table above) and its other columns, first bar of each symbol dropped."
     o, h, l, c = (bars[k].to_numpy('float64') for k in ('open', 'high', 'low', 'close'))
@@ -152,6 +154,7 @@ def split_dates(ts: pd.Series, cfg: DataConfig) -> tuple[pd.Timestamp, pd.Timest
                                      f"{said(s, 'val_start', val, cfg.val_frac + cfg.test_frac)}")
     return val, test
 
+# %% ../nbs/02_windows.ipynb #50ecce5e
 def assign_splits(f: pd.DataFrame, cfg: DataConfig) -> np.ndarray:
     "Split code (0 train, 1 val, 2 test) of every row of features `f`."
     val, test = split_dates(f.ts_event, cfg)
