@@ -2,7 +2,6 @@
 import json, os, re, shutil, signal, socket, stat, subprocess, threading
 from pathlib import Path
 import numpy as np, pandas as pd, pytest, torch
-from safetensors.torch import load_file
 from tft_nb.data import load_sample, write_dbn
 import procs
 
@@ -16,7 +15,6 @@ def run(*args):
     "A console script run to its end; its process group killed in every outcome, or at a scaled safety limit."
     return procs.run(args, env=ENV)
 
-def _holds_epoch(side, n): return side.exists() and json.loads(side.read_text())['epoch'] == n
 
 def test_train_then_predict(tmp_path):
     ck = tmp_path / 'ck'
@@ -151,34 +149,6 @@ def test_use_gpu_without_cuda(tmp_path):
     lines = r.stderr.strip().splitlines()
     assert (r.returncode == 2 and len(lines) == 1 and 'CUDA was requested' in lines[0]
             and "CUDA was requested (--device cuda)" in lines[0] and not out.exists()), r.stderr
-
-def _weights(d): return load_file(str(d / 'tft_last.safetensors'))
-
-@pytest.mark.slow
-def test_killed_run_resumes_to_identical_weights(tmp_path):
-    "SIGKILL a run in the middle of epoch 2, resume it from tft_last, and compare with an uninterrupted run."
-    args = ['tft_train', '--epochs', '3', *SMALL, '--batch-size', '64', '--dropout', '0.1', '--device', 'cpu']
-    full, cut = tmp_path / 'full', tmp_path / 'cut'
-    r = run(*args, '--checkpoint-dir', str(full))
-    assert r.returncode == 0, r.stderr[-2000:]
-    side = cut / 'tft_last.json'
-    with procs.started([*args, '--checkpoint-dir', str(cut)], env=ENV, stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL) as p:
-        procs.wait_until(p, lambda: _holds_epoch(side, 1), 'epoch 1 saved in tft_last')
-        # well inside epoch 2 (an epoch takes seconds of CPU time): half a second of the run's own work, which a loaded
-        # machine does not shorten as it would a sleep
-        procs.wait_cpu(p, 0.5, 'half a CPU second of epoch 2')
-        p.send_signal(signal.SIGKILL)
-        p.wait()
-    assert json.loads(side.read_text())['epoch'] == 1, 'the kill came too late: epoch 2 had finished'
-    r = run(*args, '--checkpoint-dir', str(cut), '--resume', 'last')
-    assert r.returncode == 0, r.stderr[-2000:]
-    assert not [f for f in os.listdir(cut) if f.startswith('.')]        # no lock, temporary or second name left
-    a, b = _weights(full), _weights(cut)
-    assert a.keys() == b.keys()
-    assert [k for k in a if not torch.equal(a[k], b[k])] == []
-    ma, mb = pd.read_csv(full / 'metrics.csv'), pd.read_csv(cut / 'metrics.csv')
-    pd.testing.assert_frame_equal(ma.drop(columns='seconds'), mb.drop(columns='seconds'))
 
 def _one_line(r, prog='tft_train'):
     lines = r.stderr.strip().splitlines()

@@ -186,6 +186,27 @@ def test_a_signal_inside_an_epoch_saves_its_place_and_the_run_resumes_exactly(fu
                                   pd.read_csv(tmp_path / 'metrics.csv').drop(columns='seconds'))
 
 
+@pytest.mark.slow
+def test_a_killed_run_resumes_exactly(full_run, tmp_path):
+    """SIGKILL inside epoch 2 (no step finishes, nothing is said): tft_last still holds epoch 1; resumed from it, the
+    run ends with the weights and metrics of the uninterrupted one, bit for bit, and leaves no hidden file."""
+    side = tmp_path / 'tft_last.json'
+    with procs.started([*RESUMABLE, '--checkpoint-dir', str(tmp_path)], stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, env=ENV) as p:
+        procs.wait_until(p, lambda: _holds_epoch(side, 1), 'epoch 1 saved in tft_last')
+        procs.wait_cpu(p, 0.3, '0.3 CPU seconds of epoch 2')         # well inside it: it takes seconds
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+    assert json.loads(side.read_text())['epoch'] == 1, 'the kill came too late: epoch 2 had finished'
+    r = run(*RESUMABLE, '--checkpoint-dir', str(tmp_path), '--resume', 'last')
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert _hidden(tmp_path) == []                                      # no lock, temporary or second name left
+    a, b = load_file(str(full_run / 'tft_last.safetensors')), load_file(str(tmp_path / 'tft_last.safetensors'))
+    assert a.keys() == b.keys() and [k for k in a if not torch.equal(a[k], b[k])] == []
+    pd.testing.assert_frame_equal(pd.read_csv(full_run / 'metrics.csv').drop(columns='seconds'),
+                                  pd.read_csv(tmp_path / 'metrics.csv').drop(columns='seconds'))
+
+
 def test_a_diverged_run_fails_and_writes_nothing_non_finite(tmp_path):
     "A learning rate of 1e6 sends the weights to NaN in the first epoch: exit status 1, one line, no checkpoint."
     ck = tmp_path / 'ck'
