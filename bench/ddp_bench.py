@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 
 from tft_nb.data import load_sample
-from tft_nb.distributed import World, agreed_stop, distributed, gather, rank_device, total, wrap
+from tft_nb.distributed import World, agreed_stop, distributed, rank_device
 from tft_nb.fit import train_epoch
 from tft_nb.model import TFTConfig, TemporalFusionTransformer
 from tft_nb.train import TrainConfig, TrainingState
@@ -38,7 +38,7 @@ def first(w: Windows, n: int) -> Windows:
 def sync(world: World, device: torch.device):
     "Wait for this rank's device, then for every rank."
     if device.type == 'cuda': torch.cuda.synchronize(device)
-    total(world, torch.zeros(1))
+    world.total(torch.zeros(1))
 
 def train_steps(state: TrainingState, train: Windows, cfg: TrainConfig, steps: int, world: World, autocast: bool):
     "`steps` optimizer steps of `train_epoch` (with fit's per-step stop check), in as many epochs as they need."
@@ -65,14 +65,14 @@ def worker(a: argparse.Namespace):
         cfg = TrainConfig(batch_size=a.batch, seed=a.seed, device=a.device, bf16=a.bf16)
         train = data.train.to(device)
         state = TrainingState.begin(model, cfg, rank=world.rank)
-        state.net = wrap(model, world, device)
+        state.net = world.wrap(model, device)
         autocast = a.bf16 and device.type == 'cuda'
         train_steps(state, train, cfg, a.warmup, world, autocast)
         sync(world, device)
         t0 = time.perf_counter()
         train_steps(state, train, cfg, a.steps, world, autocast)
         sync(world, device)
-        seconds = max(gather(world, time.perf_counter() - t0))     # the slowest rank's
+        seconds = max(world.gather(time.perf_counter() - t0))     # the slowest rank's
         if not world.main: return
         params = sum(p.numel() for p in model.parameters())
         backend = torch.distributed.get_backend() if torch.distributed.is_initialized() else 'none'

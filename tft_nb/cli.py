@@ -19,7 +19,7 @@ from .checkpoint import read_sidecar
 from .run_folder import Interrupted, RunInterrupted, run_files
 from .console import visible_log
 from .fit import FitResult
-from .distributed import RankLost, env_rank
+from .processes import RankLost, env_rank
 from .forecast import checkpoint_data, forecast
 from .forecaster import Forecaster, data_sized, load_bars
 

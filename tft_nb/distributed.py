@@ -10,21 +10,23 @@ from typing import Any, Callable
 import torch, torch.distributed as dist
 from torch import Tensor
 if dist.is_available(): import torch.distributed.nn  # before any process group is set up: see "Ending the group"
+from fastcore.basics import patch
 from .checks import SpeltMessage
 from .windows import Windows
 from .loss import pinball
 from .evaluate import EVAL_BATCH, evaluate_loss, predict
+from .train import micro_batch_weights, split_share
+from .processes import ALONE, TORCHRUN_ENV, Processes, RankLost
 
 # %% auto #0
-__all__ = ['TIMEOUT', 'ALONE', 'TORCHRUN_ENV', 'COLLECTIVE_FAILED', 'World', 'this_world', 'RankLost', 'distributed', 'env_rank',
-           'rank_device', 'total', 'mean', 'per_rank', 'own', 'largest', 'gather', 'agree', 'shard_batches', 'shard',
-           'loss_sums', 'val_loss', 'wrap', 'agreed_stop', 'rank_log', 'world_line']
+__all__ = ['TIMEOUT', 'COLLECTIVE_FAILED', 'World', 'this_world', 'distributed', 'rank_device', 'per_rank', 'own', 'largest',
+           'shard_batches', 'shard', 'loss_sums', 'agreed_stop', 'rank_log', 'world_line']
 
 # %% ../nbs/20_distributed.ipynb #1ce165a8
 TIMEOUT = datetime.timedelta(minutes=10)   # how long a collective waits for a rank before the job fails
 
 @dataclass(frozen=True)
-class World:
+class World(Processes):
     "The processes that train one model: this one's `rank` of `size`, and the group for messages on the CPU."
     rank: int = 0
     size: int = 1
@@ -33,9 +35,6 @@ class World:
 
     @property
     def main(self) -> bool: return self.rank == 0
-
-# %% ../nbs/20_distributed.ipynb #e1c2cbb4
-ALONE = World()   # one process: every collective is the identity
 
 # %% ../nbs/20_distributed.ipynb #8526b2bc
 _control = {}   # the gloo group of the default NCCL group, made once per process group
@@ -49,11 +48,7 @@ def this_world() -> World:
                  None if gloo else _control['group'])
 
 # %% ../nbs/20_distributed.ipynb #3ab825b0
-TORCHRUN_ENV = ('RANK', 'WORLD_SIZE', 'MASTER_ADDR', 'MASTER_PORT')   # what torchrun sets for each process
 COLLECTIVE_FAILED = ('gloo', 'NCCL', 'c10d', 'ProcessGroup')   # in the text of a collective that lost a rank
-
-class RankLost(SpeltMessage, RuntimeError):
-    "A process of the run ended or stopped answering, so the others cannot go on."
 
 # %% ../nbs/20_distributed.ipynb #3714ba5e
 def _lost(world: World, e: RuntimeError) -> RankLost:
@@ -89,27 +84,25 @@ def _teardown():
     _control.clear()
     dist.destroy_process_group()
 
-def env_rank() -> int:
-    "This process's rank as torchrun set it (0 without torchrun): the one that prints."
-    return int(os.environ.get('RANK', 0) or 0)
-
 # %% ../nbs/20_distributed.ipynb #43e1c85c
 def rank_device(world: World, device: torch.device) -> torch.device:
     "The device of this rank: its own GPU (`local_rank`) on CUDA, else `device`."
     return torch.device('cuda', world.local_rank) if device.type == 'cuda' and world is not ALONE else device
 
 # %% ../nbs/20_distributed.ipynb #13890516
-def total(world: World, t: Tensor) -> Tensor:
+@patch
+def total(self: World, t: Tensor) -> Tensor:
     "The sum of `t` over the ranks (CPU tensors through the CPU group)."
-    if world.size == 1: return t
+    if self.size == 1: return t
     t = t.clone()
-    dist.all_reduce(t, group=world.group if t.device.type == 'cpu' else None)
+    dist.all_reduce(t, group=self.group if t.device.type == 'cpu' else None)
     return t
 
 # %% ../nbs/20_distributed.ipynb #0142cd56
-def mean(world: World, t: Tensor) -> Tensor:
+@patch
+def mean(self: World, t: Tensor) -> Tensor:
     "The mean of `t` over the ranks."
-    return t if world.size == 1 else total(world, t) / world.size
+    return t if self.size == 1 else self.total(t) / self.size
 
 # %% ../nbs/20_distributed.ipynb #1ddedb92
 def per_rank(world: World, t: Tensor) -> Tensor:
@@ -117,7 +110,7 @@ def per_rank(world: World, t: Tensor) -> Tensor:
     if world.size == 1: return t
     each = torch.zeros(world.size, dtype=t.dtype, device=t.device)
     each[world.rank] = t
-    return total(world, each)
+    return world.total(each)
 
 # %% ../nbs/20_distributed.ipynb #1487b8ee
 def own(world: World, t: Tensor) -> Tensor:
@@ -133,11 +126,12 @@ def largest(world: World, x: int) -> int:
     return int(t)
 
 # %% ../nbs/20_distributed.ipynb #5c54bfcf
-def gather(world: World, obj) -> list:
+@patch
+def gather(self: World, obj) -> list:
     "Every rank's `obj`, in rank order, on every rank."
-    if world.size == 1: return [obj]
-    out = [None] * world.size
-    dist.all_gather_object(out, obj, group=world.group)
+    if self.size == 1: return [obj]
+    out = [None] * self.size
+    dist.all_gather_object(out, obj, group=self.group)
     return out
 
 # %% ../nbs/20_distributed.ipynb #0abea53e
@@ -167,14 +161,15 @@ def _from(world: World, on: int, fn: Callable, *args):
     return out
 
 # %% ../nbs/20_distributed.ipynb #0c7a5120
-def agree(world: World, fn: Callable, *args, on: int | None = None):
+@patch
+def agree(self: World, fn: Callable, *args, on: int | None = None):
     "`fn(*args)` on every rank (or on rank `on` alone, its result sent to all); an error on any rank is raised on all."
-    if world.size == 1: return fn(*args)
-    if on is not None: return _from(world, on, fn, *args)
+    if self.size == 1: return fn(*args)
+    if on is not None: return _from(self, on, fn, *args)
     out, err = None, None
     try: out = fn(*args)
     except BaseException as e: err = e
-    errors = gather(world, err and _portable(err))
+    errors = self.gather(err and _portable(err))
     if err is not None: raise err                                        # its own, as raised: spelt by the caller
     if failed := [(r, e) for r, e in enumerate(errors) if e is not None]: raise _relayed(*failed[0])
     return out
@@ -204,16 +199,17 @@ def loss_sums(model, windows: Windows, autocast: bool = False, batch_size: int =
     return torch.stack([loss.double().sum(), torch.tensor(loss.numel(), dtype=torch.float64)])
 
 # %% ../nbs/20_distributed.ipynb #3c0c6811
-def val_loss(model, windows: Windows, world: World, autocast: bool = False, batch_size: int = EVAL_BATCH) -> float:
+@patch
+def val_loss(self: World, model, windows: Windows, autocast: bool = False, batch_size: int = EVAL_BATCH) -> float:
     "Mean pinball loss over `windows`, each rank evaluating its share: the summed losses and counts reduced."
-    if world.size == 1: return evaluate_loss(model, windows, batch_size, autocast)
-    sums = total(world, loss_sums(model, shard(windows, world), autocast, batch_size))
+    if self.size == 1: return evaluate_loss(model, windows, batch_size, autocast)
+    sums = self.total(loss_sums(model, shard(windows, self), autocast, batch_size))
     return float(sums[0] / sums[1])
 
 # %% ../nbs/20_distributed.ipynb #5484648a
-def wrap(model: torch.nn.Module, world: World, device: torch.device) -> torch.nn.Module:
-    "The module that trains: `model` itself alone, else its DistributedDataParallel wrapper (weights of rank 0)."
-    if world is ALONE: return model
+@patch
+def wrap(self: World, model: torch.nn.Module, device: torch.device) -> torch.nn.Module:
+    "The module that trains: `model`'s DistributedDataParallel wrapper (the weights of rank 0 on every rank)."
     ids = [device.index] if device.type == 'cuda' else None
     return torch.nn.parallel.DistributedDataParallel(model, device_ids=ids)
 
@@ -238,3 +234,54 @@ def world_line(world: World, batch_size: int) -> str:
     processes = f"{world.size} process{'es' * (world.size != 1)} ({dist.get_backend()})"
     return (f"Distributed: {processes}, each with its share of every batch: {batch_size} windows a process, "
             f"{batch_size * world.size} a batch (batch_size x {world.size})")
+
+# %% ../nbs/20_distributed.ipynb #54b691d2
+@patch
+def device(self: World, device: torch.device) -> torch.device:
+    "This rank's device: its own GPU on CUDA (`rank_device`)."
+    return rank_device(self, device)
+
+# %% ../nbs/20_distributed.ipynb #baff40ad
+@patch
+def batches(self: World, windows: Windows, batch_size: int, generator: torch.Generator):
+    "This rank's share of each batch of `batch_size * size` windows, and the batch's size (`shard_batches`)."
+    return shard_batches(windows, batch_size, self, generator)
+
+@patch
+def weights(self: World, sizes: list[int]) -> list[float]:
+    "Loss weights of this rank's shares of micro-batches of `sizes` windows (`micro_batch_weights`)."
+    return micro_batch_weights(sizes, self.rank, self.size)
+
+# %% ../nbs/20_distributed.ipynb #e69d69f1
+@patch
+def share(self: World, n: int) -> int:
+    "How many of `n` windows this rank takes (`split_share`)."
+    return split_share(n, self.rank, self.size)
+
+@patch
+def each(self: World, t: Tensor) -> Tensor:
+    "Every rank's 0-d `t`, in rank order (`per_rank`)."
+    return per_rank(self, t)
+
+# %% ../nbs/20_distributed.ipynb #2da6d898
+@patch
+def mine(self: World, t: Tensor) -> Tensor:
+    "This rank's entry of an `each` tensor (`own`)."
+    return own(self, t)
+
+# %% ../nbs/20_distributed.ipynb #b360f5cf
+@patch
+def stop(self: World, signals: list) -> bool:
+    "Whether any rank holds a signal; then all hold it (`agreed_stop`)."
+    return agreed_stop(self, signals)
+
+# %% ../nbs/20_distributed.ipynb #fb363ca8
+@patch
+def log(self: World, log: logging.Logger | None = None) -> logging.Logger:
+    "The run's log on rank 0, a silent one on the others (`rank_log`)."
+    return rank_log(self, log)
+
+@patch
+def describe(self: World, batch_size: int) -> str:
+    "The line that says how the run shares its batches (`world_line`)."
+    return world_line(self, batch_size)

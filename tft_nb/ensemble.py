@@ -5,7 +5,7 @@
 # %% ../nbs/14a_ensemble.ipynb #83d31deb
 # Shapes: B batch, Td horizon, Q quantiles, K members.
 from __future__ import annotations
-import logging
+import contextlib, logging
 from dataclasses import asdict, replace
 from pathlib import Path
 import pandas as pd, torch
@@ -18,10 +18,10 @@ from .calibrate import calibrate
 from .train import TrainConfig
 from .checkpoint import CheckpointError, as_json, load_checkpoint, save_checkpoint
 from .run_folder import FolderLock, RunInterrupted, run_data
-from .device import build_model
+from .device import build_model, resolve_device
 from .console import visible_log
 from .fit import FitResult, fit
-from .distributed import World, agree, rank_log, this_world
+from .processes import ALONE, Processes, joined
 
 # %% auto #0
 __all__ = ['MEMBER', 'Ensemble', 'new_models', 'member_config', 'final_checkpoint', 'has_run', 'fit_ensemble', 'train']
@@ -103,13 +103,13 @@ def _save_ensemble(ens:Ensemble, data:WindowData, cfg:TrainConfig, data_config:D
 
 # %% ../nbs/14a_ensemble.ipynb #2b4de4a9
 def _train_members(models:list, data:WindowData, cfg:TrainConfig, data_config, resume, log, progress, source,
-                   world:World):
+                   world:Processes):
     "Train this process's members: all of them, or under torchrun members rank, rank + size, ..., each alone."
     for k in range(world.rank, len(models), world.size):
         mcfg = member_config(cfg, k)
         log.info(f"Ensemble member {k + 1} of {len(models)}: seed {mcfg.seed}, in {mcfg.checkpoint_dir}")
         fit(models[k], data, mcfg, data_config, _resumable(cfg, k, resume), log, progress, source=source,
-            alone=world.size > 1)
+            processes=ALONE if world.size > 1 else world)
 
 # %% ../nbs/14a_ensemble.ipynb #fb1dd6ac
 def _members_history(cfg:TrainConfig) -> pd.DataFrame:
@@ -120,16 +120,17 @@ def _members_history(cfg:TrainConfig) -> pd.DataFrame:
 # %% ../nbs/14a_ensemble.ipynb #4c03f5ee
 def fit_ensemble(models:list, data:WindowData, cfg:TrainConfig, data_config:DataConfig|None=None, resume=None,
                  log:logging.Logger|None=None, progress:bool|None=None,
-                 source:str|None=None) -> tuple[Ensemble, FitResult]:
+                 source:str|None=None, processes:Processes|None=None) -> tuple[Ensemble, FitResult]:
     "Train `models`, each a run of `fit` in its member folder (under torchrun, one per process); write them as one."
-    root, world = Path(cfg.checkpoint_dir), this_world()
+    root = Path(cfg.checkpoint_dir)
     _check_resume(cfg, resume)
-    with visible_log(rank_log(world, log)) as log:
-        lock = agree(world, lambda: FolderLock.take(root, log) if world.main else None)   # rank 0's error on all
+    together = joined(resolve_device(cfg.device)) if processes is None else contextlib.nullcontext(processes)
+    with together as world, visible_log(world.log(log)) as log:
+        lock = world.agree(lambda: FolderLock.take(root, log) if world.main else None)   # rank 0's error on all
         try:
             if world.size > 1: log.info(f"Ensemble of {len(models)} over {world.size} processes: each trains "
                                         "members of its own, one at a time, alone")
-            agree(world, _train_members, models, data, cfg, data_config, resume, log, progress, source, world)
+            world.agree(_train_members, models, data, cfg, data_config, resume, log, progress, source, world)
             for k in range(len(models)):                                 # those trained by the other processes
                 if k % world.size != world.rank:
                     models[k].load_state_dict(load_checkpoint(final_checkpoint(member_config(cfg, k)))[0])
@@ -137,7 +138,7 @@ def fit_ensemble(models:list, data:WindowData, cfg:TrainConfig, data_config:Data
             val = evaluate_loss(ens, data.val)
             log.info(f"Ensemble of {len(models)}: validation loss {val:.6f} (the members' best: "
                      f"{', '.join(f'{v:.6f}' for v in history.groupby('member').val_loss.min())})")
-            cal = agree(world, lambda: _save_ensemble(ens, data, cfg, data_config, source, log) if world.main else None)
+            cal = world.agree(lambda: _save_ensemble(ens, data, cfg, data_config, source, log) if world.main else None)
         except KeyboardInterrupt as e:                                   # between members, or while saving them
             if isinstance(e, RunInterrupted): raise
             raise RunInterrupted(lambda s: f"{root} holds the members trained so far: the same command with "
@@ -149,7 +150,8 @@ def fit_ensemble(models:list, data:WindowData, cfg:TrainConfig, data_config:Data
 
 # %% ../nbs/14a_ensemble.ipynb #5758398b
 def train(models:list, data:WindowData, cfg:TrainConfig, data_config:DataConfig|None=None, resume=None,
-          log:logging.Logger|None=None, progress:bool|None=None, source:str|None=None) -> tuple[nn.Module, FitResult]:
+          log:logging.Logger|None=None, progress:bool|None=None, source:str|None=None,
+          processes:Processes|None=None) -> tuple[nn.Module, FitResult]:
     "The run of `cfg` on `models` (`new_models`): `fit` of one model, `fit_ensemble` of several; (model, result)."
-    if len(models) > 1: return fit_ensemble(models, data, cfg, data_config, resume, log, progress, source)
-    return models[0], fit(models[0], data, cfg, data_config, resume, log, progress, source=source)
+    if len(models) > 1: return fit_ensemble(models, data, cfg, data_config, resume, log, progress, source, processes)
+    return models[0], fit(models[0], data, cfg, data_config, resume, log, progress, source=source, processes=processes)

@@ -17,13 +17,12 @@ from .evaluate import EVAL_BATCH, check_series, bf16_autocast, predict, infer_ba
 from .loss import coverage
 from .calibrate import Calibration
 from .train import (TrainConfig, TrainingState, EpochProgress, GradNormStats, HISTORY_COLUMNS, Diverged,
-                          check_gradients, check_grad_norms, divergence, micro_batch_weights, split_share, train_step)
+                          check_gradients, check_grad_norms, divergence, train_step)
 from .files import held_signals
 from .checkpoint import add_to_sidecar
 from .run_folder import RunFolder, RunInterrupted, run_data
 from .device import resolve_device, check_batch_fits, keep_freed_memory, release_freed_memory
-from .distributed import (World, ALONE, agree, agreed_stop, distributed, mean, own, per_rank, rank_device,
-                                rank_log, shard_batches, val_loss, world_line, wrap)
+from .processes import ALONE, Processes, joined
 
 # %% auto #0
 __all__ = ['chunked', 'epoch_steps', 'train_epoch', 'check_training_data', 'log_epoch', 'FitResult', 'calibrate_run', 'finish',
@@ -48,7 +47,7 @@ def epoch_steps(n_windows: int, cfg: TrainConfig, world_size: int = 1) -> int:
 # %% ../nbs/14_fit.ipynb #e637316b
 def train_epoch(state: TrainingState, windows: Windows, cfg: TrainConfig, autocast: bool = False,
                 progress: bool | None = None, log: logging.Logger | None = None, stop=None,
-                world: World = ALONE) -> tuple[float, dict]:
+                world: Processes = ALONE) -> tuple[float, dict]:
     "One pass over `windows` in a new order, a step per `accumulate_grad_batches` batches: (mean loss, norms)."
     log = log or logging.getLogger('tft_nb')
     state.model.train()
@@ -57,15 +56,15 @@ def train_epoch(state: TrainingState, windows: Windows, cfg: TrainConfig, autoca
     p, device = state.partial, windows.rows.device
     if p is not None: state.order.set_state(p.order)                  # the stopped epoch's permutation, drawn again
     order = state.order.get_state()
-    batches = shard_batches(windows, cfg.batch_size, world, state.order)   # this rank's shares, and batch sizes
+    batches = world.batches(windows, cfg.batch_size, state.order)   # this process's parts, and batch sizes
     norms = GradNormStats(norms=None if p is None else p.norms.to(device))
-    loss_sum, done = (0.0, 0) if p is None else (own(world, p.loss_sum).to(device), p.steps)   # this rank's sum
+    loss_sum, done = (0.0, 0) if p is None else (world.mine(p.loss_sum).to(device), p.steps)   # this process's sum
     state.partial = None
     bar = progress_bar(batches, n_batches, f'epoch {state.epoch + 1}/{cfg.epochs}',
                        progress if world.main else False)
     steps = itertools.islice(chunked(bar, cfg.accumulate_grad_batches), done, None)   # those done: skipped
     for i, group in enumerate(steps, start=done):
-        micro, weights = [b for b, _ in group], micro_batch_weights([n for _, n in group], world.rank, world.size)
+        micro, weights = [b for b, _ in group], world.weights([n for _, n in group])
         loss, norm = train_step(state.net or state.model, state.opt, micro, cfg.grad_clip, autocast, weights)
         if i == 0: check_gradients(state.model)
         state.step += 1
@@ -73,12 +72,12 @@ def train_epoch(state: TrainingState, windows: Windows, cfg: TrainConfig, autoca
         loss_sum = loss_sum + loss * len(micro)
         if cfg.verbose: log.info(f"step {state.step}: loss {loss.item():.6f}, grad norm {norm.item():.4g}")
         if stop is not None and i + 1 < n_steps and stop():
-            state.partial = EpochProgress(order, i + 1, per_rank(world, loss_sum.detach()), norms.values(), 0.0)
+            state.partial = EpochProgress(order, i + 1, world.each(loss_sum.detach()), norms.values(), 0.0)
             break
     summary = norms.summary()
     if state.partial is None: check_grad_norms(summary, log, state.epoch + 1)
     seen = n_batches if state.partial is None else state.partial.steps * cfg.accumulate_grad_batches
-    return float(mean(world, torch.as_tensor(loss_sum))) / seen, summary
+    return float(world.mean(torch.as_tensor(loss_sum))) / seen, summary
 
 # %% ../nbs/14_fit.ipynb #7b33930e
 def _check_fit(model, data: WindowData, batch_size: int, device: torch.device):
@@ -198,10 +197,10 @@ def run_epoch(state: TrainingState, data: WindowData, cfg: TrainConfig, folder: 
     "Train, validate, log and save one epoch; stop, saved, at the step after a signal; fail if it diverged."
     log, world = log or logging.getLogger('tft_nb'), folder.world
     t0 = time.perf_counter() - (state.partial.seconds if state.partial else 0.0)
-    stop = lambda: agreed_stop(world, signals)                       # every rank stops at the same step
+    stop = lambda: world.stop(signals)                               # every process stops at the same step
     train_loss, norms = train_epoch(state, data.train, cfg, autocast, progress, log, stop, world)
     losses = dict(train_loss=train_loss)
-    if state.partial is None: losses['val_loss'] = val_loss(state.model, data.val, world, autocast)
+    if state.partial is None: losses['val_loss'] = world.val_loss(state.model, data.val, autocast)
     if why := divergence(state.model, norms, **losses): raise _diverged(state, why, folder)
     if state.partial is not None:                                    # stopped inside the epoch: its place saved,
         state.partial.seconds = time.perf_counter() - t0
@@ -215,20 +214,20 @@ def run_epoch(state: TrainingState, data: WindowData, cfg: TrainConfig, folder: 
     if stop(): raise _stopped(signals, f"after epoch {state.epoch}", folder)
 
 # %% ../nbs/14_fit.ipynb #431bbcbb
-def pass_sizes(n: int, batch_size: int, world: World = ALONE) -> list[int]:
-    "This rank's batch sizes in a pass over `n` windows, `batch_size` a rank at a time: a full batch, a short last one."
-    step = batch_size * world.size                                 # the windows of one step over all ranks
-    shares = (split_share(b, world.rank, world.size) or 1 for b in (min(step, n), n % step) if b)   # as shard_batches
+def pass_sizes(n: int, batch_size: int, world: Processes = ALONE) -> list[int]:
+    "This process's batch sizes in a pass over `n` windows, `batch_size` a process at a time: full, and a short last."
+    step = batch_size * world.size                                 # the windows of one step over all processes
+    shares = (world.share(b) or 1 for b in (min(step, n), n % step) if b)   # as `world.batches` cuts them
     return list(dict.fromkeys(shares))
 
 # %% ../nbs/14_fit.ipynb #48358746
 def warm_up(model: TemporalFusionTransformer, windows: Windows, batch_size: int, autocast: bool = False,
-            eval_windows: Windows | None = None, eval_batch_size: int = EVAL_BATCH, world: World = ALONE) -> float:
-    "Compile this rank's graphs for `windows` and `eval_windows` (freed memory handed back); weights and RNG kept."
+            eval_windows: Windows | None = None, eval_batch_size: int = EVAL_BATCH, world: Processes = ALONE) -> float:
+    "Compile this process's graphs for `windows` and `eval_windows` (freed memory handed back); weights and RNG kept."
     t0, device = time.perf_counter(), windows.rows.device
     first = lambda w, b: w.batch(torch.arange(b, device=device))   # the first `b` windows of `w`
     ev = windows if eval_windows is None else eval_windows
-    ev_share = split_share(len(ev), world.rank, world.size)        # `val_loss` evaluates this rank's share
+    ev_share = world.share(len(ev))                                # `val_loss` evaluates this process's share
     with torch.random.fork_rng(devices=[device] if device.type == 'cuda' else []):
         for b in pass_sizes(len(windows), batch_size, world):
             with bf16_autocast(device, autocast): model(first(windows, b)).quantiles.float().sum().backward()
@@ -246,13 +245,13 @@ def fit(model: TemporalFusionTransformer, data: WindowData, cfg: TrainConfig = T
         data_config: DataConfig | None = None, resume: str | None = None, log: logging.Logger | None = None,
         progress: bool | None = None, optimizer: torch.optim.Optimizer | None = None,
         source: str | None = None, on_epoch: Callable[[TrainingState], None] | None = None,
-        alone: bool = False) -> FitResult:
+        processes: Processes | None = None) -> FitResult:
     "Train `model` on `data.train`, stopping early on `data.val`; the run's files go to `cfg.checkpoint_dir`."
     device = resolve_device(cfg.device)
-    processes = contextlib.nullcontext(ALONE) if alone else distributed(device)   # alone: an ensemble's member
-    with processes as world, visible_log(rank_log(world, log)) as log:
-        device = rank_device(world, device)                          # under torchrun: this rank's GPU
-        agree(world, _check_fit, model, data, cfg.batch_size, device)   # one rank's error stops all
+    together = joined(device) if processes is None else contextlib.nullcontext(processes)   # one, or torchrun's
+    with together as world, visible_log(world.log(log)) as log:
+        device = world.device(device)                                # under torchrun: this process's GPU
+        world.agree(_check_fit, model, data, cfg.batch_size, device)   # one process's error stops all
         with RunFolder.shared(cfg, model, run_data(data, data_config, source), resume, log, world) as folder:   # locked
             model.to(device)
             if device.type == 'cpu': keep_freed_memory()                 # reuse freed memory: no page faults per step
@@ -261,11 +260,11 @@ def fit(model: TemporalFusionTransformer, data: WindowData, cfg: TrainConfig = T
             with folder.interrupts(), held_signals() as signals:      # Ctrl-C, SIGTERM: stop after the step, saved
                 folder.restore(state, cfg.epochs)                     # the last check: a resume's state loads
                 if model.config.har_base and not model.har.fitted: start_at_har(model, data.train)   # a new model
-                state.net = wrap(model, world, device)                # DDP: rank 0's weights on every rank
+                state.net = world.wrap(model, device)                 # under torchrun: DDP, the same weights
                 log_configuration(log, source, data, data_config, model.config, cfg)
                 n = sum(p.numel() for p in model.parameters())
                 log.info(f"Model: {n:,} parameters on {device}, {'bf16 autocast' if autocast else 'fp32'}")
-                if world is not ALONE: log.info(world_line(world, cfg.batch_size))
+                if line := world.describe(cfg.batch_size): log.info(line)   # how the processes share a batch
                 if cfg.compile:
                     model.compile(cudagraphs=device.type == 'cuda')
                     seconds = warm_up(model, data.train, cfg.batch_size, autocast, data.val, world=world)

@@ -21,7 +21,7 @@ from .run_folder import RunInterrupted
 from .device import resolve_device
 from .console import visible_log
 from .ensemble import final_checkpoint, new_models, train
-from .distributed import agree, distributed, rank_log
+from .processes import joined
 from .forecast import checkpoint_data, forecast, load_model, sample_bars, split_windows
 from .calibrate import Calibration, recalibrated
 
@@ -148,12 +148,12 @@ def prepare_run(self: Forecaster, data) -> tuple:
 def fit(self: Forecaster, data: pd.DataFrame | str | Path | None = None, resume: str | None = None,
          log: logging.Logger | None = None, report_test: bool = True) -> Forecaster:
     "Train on `data` (bars, a file or folder of them; default the built-in data) as `tft_train` does; returns it."
-    with distributed(resolve_device(self.train_config.device)) as world, visible_log(rank_log(world, log)) as log:
-        bars, wd, dcfg, models, source = agree(world, prepare_run, self, data)   # an error on one rank stops all
-        model, res = train(models, wd, self.train_config, dcfg, resume, log, source=source)
+    with joined(resolve_device(self.train_config.device)) as world, visible_log(world.log(log)) as log:
+        bars, wd, dcfg, models, source = world.agree(prepare_run, self, data)   # an error in one process stops all
+        model, res = train(models, wd, self.train_config, dcfg, resume, log, source=source, processes=world)
         self.bars, self.data, self.data_config, self.model, self.result = bars, wd, dcfg, model, res
         self.checkpoint = final_checkpoint(self.train_config)
-        if not (world.main and report_test): return self                      # rank 0 reports
+        if not (world.main and report_test): return self                      # the main process reports
         try: self.metrics = report(model, wd, log, res.calibration)
         except KeyboardInterrupt as e:                                      # the run is whole; its report is not
             raise RunInterrupted(f"training finished; {res.checkpoint_dir} holds the run, whose test report was cut "

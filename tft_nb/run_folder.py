@@ -14,7 +14,7 @@ from .data import bar_spacing
 from .windows import DataConfig, WindowData
 from .model import TFTConfig
 from .train import TrainConfig, TrainingState, EarlyStopping, HISTORY_COLUMNS, learning_rate
-from .distributed import World, ALONE, agree, gather
+from .processes import ALONE, Processes
 from .files import deferred_interrupt, replace_together
 from .checkpoint import (CheckpointError, RESUME_STATE, as_json, checkpoint_files, checkpoint_stem,
                                load_checkpoint, load_resume_state, rank_rng, resume_state, tidy_leftovers,
@@ -317,7 +317,7 @@ def open_resume(resume, cfg: TrainConfig, model, data: dict) -> Resumed:
 class RunFolder:
     "The checkpoint folder of one run: locked and checked by `prepare`, then the writer of every file of the run."
     def __init__(self, path: Path, meta: dict, frequency: int, earlier: list[Path], resumed: Resumed | None,
-                 lock: FolderLock, log: logging.Logger, world: World = ALONE):
+                 lock: FolderLock, log: logging.Logger, world: Processes = ALONE):
         self.path, self.meta, self.frequency, self.log = path, meta, frequency, log
         self.earlier, self.resumed, self.lock, self.world = earlier, resumed, lock, world
         self.best = None                                                  # the best epoch's weights
@@ -346,14 +346,14 @@ class RunFolder:
 
     @classmethod
     def shared(cls, cfg: TrainConfig, model, data: dict, resume=None, log: logging.Logger | None = None,
-               world: World = ALONE) -> RunFolder:
+               world: Processes = ALONE) -> RunFolder:
         "The folder on every rank: `prepare`d by rank 0, whose outcome the others share, writing nothing themselves."
         if world is ALONE: return cls.prepare(cfg, model, data, resume, log)
         made = []
         def main():
             made.append(cls.prepare(cfg, model, data, resume, log, world.size))
             return made[0].meta, made[0].earlier, made[0].resumed
-        meta, earlier, resumed = agree(world, main, on=0)                 # rank 0's error, if any, raised on all
+        meta, earlier, resumed = world.agree(main, on=0)                 # rank 0's error, if any, raised on all
         if world.main: made[0].world = world
         path = Path(cfg.checkpoint_dir)
         return made[0] if world.main else cls(path, meta, cfg.checkpoint_frequency, earlier, resumed,
@@ -419,7 +419,7 @@ def _info(self: RunFolder, state: TrainingState) -> dict:
 def save(self: RunFolder, state: TrainingState, improved: bool = False, last: bool = False):
     "Write the files of `state` together: metrics.csv, tft_epoch_NNN, tft_last, tft_best (inside an epoch: tft_last)."
     weights, info = state.model.state_dict(), self._info(state)           # saved now; copied below if the best
-    tensors, entries = resume_state(state, gather(self.world, rank_rng()) if self.world.size > 1 else None)
+    tensors, entries = resume_state(state, self.world.gather(rank_rng()) if self.world.size > 1 else None)
     files, enc = [], {}                                                   # each tensor dict encoded once
     if not state.partial and self.frequency and (state.epoch % self.frequency == 0 or last):
         files += checkpoint_files(self.path / f'tft_epoch_{state.epoch:03d}', weights, {**info, **entries}, tensors,
