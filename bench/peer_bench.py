@@ -73,8 +73,7 @@ def tft_side(a: argparse.Namespace) -> dict:
     from tft_nb.train import TrainConfig, TrainingState
     from tft_nb.fit import train_epoch, fit
     from tft_nb.evaluate import predict
-    from tft_nb.device import keep_freed_memory
-    from tft_nb.fit import warm_up
+    from tft_nb.accelerate import compile_stages, keep_freed_memory, warm_up
     keep_freed_memory()                                                  # as `fit` does for every CPU run
     data = make_windows(load_sample(), PRESETS['ohlcv_gk_logvol_tft_v1'])
     mcfg = TFTConfig(**data.spec.model_sizes(), hidden_size=a.hidden, attention_heads=a.heads, lstm_layers=a.lstm,
@@ -87,7 +86,7 @@ def tft_side(a: argparse.Namespace) -> dict:
     model = TemporalFusionTransformer(mcfg)
     cfg = TrainConfig(epochs=a.throughput_epochs, **tcfg)
     state = TrainingState.begin(model, cfg)
-    if a.compile: res['compile_seconds'] = warm_up(model.compile(), data.train, a.batch, a.bf16)   # as `fit` does
+    if a.compile: res['compile_seconds'] = warm_up(compile_stages(model), data.train, a.batch, a.bf16)   # as `fit` does
     times = []
     with rp.Contention() as cont:
         for _ in range(a.throughput_epochs):
@@ -187,7 +186,7 @@ def main():
     p.add_argument('--throughput-epochs', type=int, default=10)
     p.add_argument('--seed', type=int, default=42, help="both sides' seed (the harness's default)")
     p.add_argument('--no-accuracy', action='store_true')
-    p.add_argument('--compile', action='store_true', help="tft_nb: TemporalFusionTransformer.compile(), as --compile")
+    p.add_argument('--compile', action='store_true', help="tft_nb: compile_stages(model), as --compile")
     p.add_argument('--bf16', action='store_true', help="tft_nb: bfloat16 autocast on the CPU")
     p.add_argument('--sides', default='peer,tft', help="the runs of a round, in order: peer, tft, tft-compile, "
                                                        "tft-bf16, tft-bf16-compile")

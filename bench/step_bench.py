@@ -2,12 +2,12 @@
 
 `speed`, `profile` and `versus` share a set-up: the benchmark task's windows, the model of `--hidden`, `--heads` and
 `--lstm` (dropout 0.1, seed 42), `train_step` with gradient clipping 1.0 and fused Adam at batch `--batch` on shuffled
-batches (seed 0), `keep_freed_memory` as `fit` calls it for every CPU run, compiled as `fit` compiles (`fit.warm_up`).
+batches (seed 0), `keep_freed_memory` as `fit` calls it for every CPU run, compiled as `fit` compiles (`warm_up`).
 
 - `speed`: what each speed lever of issue 27 gives to a training step and to inference, each measured on its own.
   Variants, each in a fresh process, interleaved over `--rounds` rounds (these machines are noisy): `eager`, the model
-  as it runs without any lever (glibc's default allocator thresholds); `keep`: `keep_freed_memory()` (13_device);
-  `compile`: `keep` plus `TemporalFusionTransformer.compile()` (06_model); `bf16`: `keep` plus bfloat16 autocast
+  as it runs without any lever (glibc's default allocator thresholds); `keep`: `keep_freed_memory()` (24_accelerate);
+  `compile`: `keep` plus `compile_stages(model)` (24_accelerate); `bf16`: `keep` plus bfloat16 autocast
   (`train_step(..., autocast=True)`, `predict(..., autocast=True)`), which `fit` uses on CUDA, and on the CPU with
   `TrainConfig.cpu_bf16` (native on CPUs with AVX-512 BF16 or AMX); `compile-bf16`: both; `compile-free`: `compile`
   without `keep_freed_memory`; `graphs` and `graphs-bf16`: `compile(cudagraphs=True)`, the compiled stages replayed
@@ -61,7 +61,7 @@ from torch.profiler import profile as profiled, ProfilerActivity
 from torch.utils.flop_counter import FlopCounterMode
 
 from tft_nb.data import load_sample
-from tft_nb.device import keep_freed_memory
+from tft_nb.accelerate import compile_stages, keep_freed_memory
 from tft_nb.evaluate import predict
 from tft_nb.model import TFTConfig, TemporalFusionTransformer
 from tft_nb.train import train_step
@@ -116,7 +116,7 @@ def task_windows(device: str = 'cpu'):
 def build(a: argparse.Namespace, data, pkg: str = 'tft_nb', weights: dict | None = None, compiled: bool = False,
           graphs: bool = False, bf16: bool = False):
     "`pkg`'s model of `a`'s sizes on `a.device` (with `weights` when given), its training state, compile seconds."
-    m, t, f = (importlib.import_module(f'{pkg}.{n}') for n in ('model', 'train', 'fit'))
+    m, t = (importlib.import_module(f'{pkg}.{n}') for n in ('model', 'train'))
     torch.manual_seed(42)
     model = m.TemporalFusionTransformer(m.TFTConfig(**data.spec.model_sizes(), hidden_size=a.hidden,
                                                     attention_heads=a.heads, lstm_layers=a.lstm, dropout=0.1))
@@ -124,8 +124,12 @@ def build(a: argparse.Namespace, data, pkg: str = 'tft_nb', weights: dict | None
     if weights is not None: model.load_state_dict(weights)
     state = t.TrainingState.begin(model, t.TrainConfig(batch_size=a.batch, grad_clip=1.0, device=a.device))
     if not compiled: return model, state, 0.0
-    compiled_model = model.compile(cudagraphs=True) if graphs else model.compile()   # base commits may lack the flag
-    return model, state, f.warm_up(compiled_model, data.train, a.batch, bf16)
+    try: acc = importlib.import_module(f'{pkg}.accelerate')             # the acceleration layer (issue 49 on)
+    except ModuleNotFoundError:                                           # a base commit before it
+        compiled_model = model.compile(cudagraphs=True) if graphs else model.compile()
+        return model, state, importlib.import_module(f'{pkg}.fit').warm_up(compiled_model, data.train, a.batch, bf16)
+    compiled_model = acc.compile_stages(model, cudagraphs=graphs)
+    return model, state, acc.warm_up(compiled_model, data.train, a.batch, bf16)
 
 def train_batches(data, batch: int, n: int | None = None) -> list:
     "The first `n` (default: all) shuffled training batches of size `batch` (seed 0)."
@@ -246,7 +250,7 @@ def model_pass(device, B: int, reps: int, autocast: bool, compiled: bool = False
     b = make_batch(cfg, B, device)
     with FlopCounterMode(display=False) as fc: step_fn(model, b, autocast)()
     counted = fc.get_total_flops()
-    if compiled: model.compile(cudagraphs=device.type == 'cuda')
+    if compiled: compile_stages(model, cudagraphs=device.type == 'cuda')
     step = step_fn(model, b, autocast)
     total = counted + lstm_flops(cfg, B)
     t_model = timed(step, device, reps)
@@ -388,7 +392,7 @@ def main():
                        "layers, dropout 0.1).")
     ints(s, batch=32, reps=10)
     s.add_argument('--threads', type=int, default=0, help='CPU threads (0: torch default)')
-    s.add_argument('--compile', action='store_true', help='TemporalFusionTransformer.compile() first')
+    s.add_argument('--compile', action='store_true', help='compile_stages(model) first')
     s.add_argument('--cpu-bf16', action='store_true', help='CPU: also bf16 autocast (cpu_bf16)')
     s.add_argument('--devices', default='cpu,cuda', help='where to run: cpu, cuda (when available), or both')
     s.add_argument('--cuda-batches', default='32', help='batch sizes to run on CUDA, comma-separated')

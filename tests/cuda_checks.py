@@ -1,6 +1,6 @@
 """Checks that need CUDA, run by `tools/gpu_check.sh` on a GPU machine (`python -m pytest -q tests/cuda_checks.py`);
 not collected by the CPU test run (the name does not start with `test_`). `fit` compiles with CUDA graphs on a GPU
-(`TemporalFusionTransformer.compile(cudagraphs=True)`): the compiled run must train like the eager one, record its
+(`compile_stages(model, cudagraphs=True)`, 24_accelerate): the compiled run must train like the eager one, record its
 graphs without falling back, keep every batch's forecasts intact, and bf16 autocast must train, with the LSTMs
 in float32 (on the CPU they follow autocast, 06_model)."""
 import logging
@@ -11,6 +11,7 @@ from tft_nb.model import TFTConfig, TemporalFusionTransformer
 from tft_nb.train import TrainConfig
 from tft_nb.fit import fit
 from tft_nb.evaluate import predict
+from tft_nb.accelerate import compile_stages
 
 if not torch.cuda.is_available(): raise SystemExit('tests/cuda_checks.py needs CUDA')
 
@@ -60,7 +61,7 @@ def test_cuda_graph_forecasts_of_every_batch_are_kept(data):
     model = model_for(data, 0.1).cuda().eval()
     windows = data.val.to('cuda')
     eager = predict(model, windows, batch_size=64)
-    model.compile(cudagraphs=True)
+    compile_stages(model, cudagraphs=True)
     for _ in range(3): graphs = predict(model, windows, batch_size=64)   # warm-up, recording, replays
     assert len(windows) > 3 * 64
     torch.testing.assert_close(graphs, eager, atol=1e-4, rtol=1e-4)

@@ -11,11 +11,12 @@ from tft_nb.windows import DataConfig, make_windows
 from tft_nb.model import TFTConfig, TemporalFusionTransformer
 from tft_nb.train import TrainConfig
 from tft_nb.fit import fit
+from tft_nb import accelerate
 from tft_nb import gating
 
 pytestmark = pytest.mark.slow   # the second tier (pytest.ini)
 
-COMPILE = TemporalFusionTransformer.compile
+COMPILE = accelerate.compile_stages
 
 
 @pytest.fixture(scope='module')
@@ -40,8 +41,8 @@ def train(data, tmp_path, compiled: bool, caplog):
 def test_compiled_training_is_the_eager_training(data, tmp_path, caplog):
     assert len(data.train) % 96 and len(data.val) % 256, 'the test needs short last batches'
     torch._dynamo.reset()
-    aot = lambda self, **kw: COMPILE(self, backend='aot_eager', **kw)
-    with mock.patch.object(TemporalFusionTransformer, 'compile', aot):
+    aot = lambda model, **kw: COMPILE(model, backend='aot_eager', **kw)
+    with mock.patch.object(accelerate, 'compile_stages', aot):
         torch._dynamo.utils.counters.clear()
         compiled, h1, log = train(data, tmp_path / 'compiled', True, caplog)
         graphs = torch._dynamo.utils.counters['stats']['unique_graphs']
@@ -60,7 +61,7 @@ def test_a_graph_break_is_an_error():
     model = TemporalFusionTransformer(TFTConfig(encoder_vars=4, decoder_vars=2, encoder_length=6, horizon=3,
                                                 hidden_size=8, attention_heads=2, lstm_layers=1))
     torch._dynamo.reset()
-    model.compile(backend='eager')
+    COMPILE(model, backend='eager')
     with mock.patch.object(model.static, 'forward', lambda s: print('a graph break') or s):
         from tft_nb.windows import Batch
         b = Batch(torch.zeros(2, 1, dtype=torch.long), torch.randn(2, 6, 4), torch.randn(2, 3, 2), torch.randn(2, 3),

@@ -40,6 +40,14 @@ def test_the_several_process_code_is_loaded_only_under_torchrun():
     assert 'processes' in imports()['fit'] and 'distributed' in imports(top_level=False)['processes']
 
 
+def test_the_speed_layer_is_applied_from_outside():
+    "No module imports the acceleration layer when it loads; `fit` takes it as its default `speed`, lazily."
+    assert sorted(m for m, deps in imports().items() if 'accelerate' in deps) == []
+    assert sorted(m for m, deps in imports(top_level=False).items() if 'accelerate' in deps) == ['fit']
+    for meaning in ('model', 'fit', 'device'):
+        assert 'torch.compile' not in (PKG / f'{meaning}.py').read_text(), meaning
+
+
 def test_no_import_cycle():
     graph, state, cycles = imports(), {}, []
     def visit(m, path):

@@ -4,7 +4,7 @@
 
 # %% ../nbs/13_device.ipynb #b19bf92d
 from __future__ import annotations
-import ctypes, gc, os, platform
+import os
 import torch
 from .checks import SettingError, check_choice
 from .windows import Windows
@@ -12,8 +12,7 @@ from .model import TFTConfig, TemporalFusionTransformer
 from .train import DEVICES
 
 # %% auto #0
-__all__ = ['M_TRIM_THRESHOLD', 'M_MMAP_THRESHOLD', 'MMAP_MAX', 'resolve_device', 'device_memory', 'build_model',
-           'activation_bytes', 'check_batch_fits', 'keep_freed_memory', 'release_freed_memory']
+__all__ = ['resolve_device', 'device_memory', 'build_model', 'activation_bytes', 'check_batch_fits']
 
 # %% ../nbs/13_device.ipynb #9936b0f2
 def resolve_device(name: str) -> torch.device:
@@ -84,24 +83,3 @@ def check_batch_fits(model: TemporalFusionTransformer, windows: Windows, batch_s
                                  f"{per / 2**20:,.1f} MiB of activations per window ({sizes(s)}) and "
                                  f"{_gib(16 * n)} for weights, gradients and Adam's two moments, more than the "
                                  f"{_gib(have)} of memory on {device}; {end}")
-
-# %% ../nbs/13_device.ipynb #c3da4e53
-M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3   # glibc's mallopt parameter numbers (malloc.h)
-MMAP_MAX = 32 * 2**20                          # glibc's largest M_MMAP_THRESHOLD on 64-bit systems
-
-def _glibc() -> bool:
-    "Whether this process runs on glibc (Linux), whose allocator the two functions here tune."
-    return platform.system() == 'Linux' and platform.libc_ver()[0] == 'glibc'
-
-# %% ../nbs/13_device.ipynb #17d1fdce
-def keep_freed_memory() -> bool:
-    "Have glibc keep freed memory for reuse instead of returning it to the system; False where that is not glibc."
-    if not _glibc(): return False
-    libc = ctypes.CDLL(None)
-    return bool(libc.mallopt(M_MMAP_THRESHOLD, MMAP_MAX)) & bool(libc.mallopt(M_TRIM_THRESHOLD, 2**30))
-
-# %% ../nbs/13_device.ipynb #563e23ab
-def release_freed_memory() -> bool:
-    "Collect Python's garbage and return glibc's free memory to the system: whether any was returned (False off glibc)."
-    gc.collect()
-    return _glibc() and bool(ctypes.CDLL(None).malloc_trim(0))

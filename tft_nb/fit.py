@@ -13,7 +13,7 @@ from .checks import SettingError
 from .console import progress_bar, visible_log
 from .windows import Windows, WindowData, DataConfig
 from .model import TemporalFusionTransformer, start_at_har
-from .evaluate import EVAL_BATCH, check_series, bf16_autocast, predict, infer_batch
+from .evaluate import check_series, predict
 from .loss import coverage
 from .calibrate import Calibration
 from .train import (TrainConfig, TrainingState, EpochProgress, GradNormStats, HISTORY_COLUMNS, Diverged,
@@ -21,12 +21,12 @@ from .train import (TrainConfig, TrainingState, EpochProgress, GradNormStats, HI
 from .files import held_signals
 from .checkpoint import add_to_sidecar
 from .run_folder import RunFolder, RunInterrupted, run_data
-from .device import resolve_device, check_batch_fits, keep_freed_memory, release_freed_memory
+from .device import resolve_device, check_batch_fits
 from .processes import ALONE, Processes, joined
 
 # %% auto #0
 __all__ = ['chunked', 'epoch_steps', 'train_epoch', 'check_training_data', 'log_epoch', 'FitResult', 'calibrate_run', 'finish',
-           'log_configuration', 'run_epoch', 'pass_sizes', 'warm_up', 'fit']
+           'log_configuration', 'run_epoch', 'plain', 'fit']
 
 # %% ../nbs/14_fit.ipynb #f8a5e272
 def chunked(it, k: int):
@@ -213,39 +213,23 @@ def run_epoch(state: TrainingState, data: WindowData, cfg: TrainConfig, folder: 
     folder.save(state, improved, last=state.stopping.stopped or state.epoch == cfg.epochs)
     if stop(): raise _stopped(signals, f"after epoch {state.epoch}", folder)
 
-# %% ../nbs/14_fit.ipynb #431bbcbb
-def pass_sizes(n: int, batch_size: int, world: Processes = ALONE) -> list[int]:
-    "This process's batch sizes in a pass over `n` windows, `batch_size` a process at a time: full, and a short last."
-    step = batch_size * world.size                                 # the windows of one step over all processes
-    shares = (world.share(b) or 1 for b in (min(step, n), n % step) if b)   # as `world.batches` cuts them
-    return list(dict.fromkeys(shares))
+# %% ../nbs/14_fit.ipynb #5db5fed0
+def plain(model: TemporalFusionTransformer, data: WindowData, cfg: TrainConfig, device: torch.device,
+          autocast: bool = False, world: Processes = ALONE, log: logging.Logger | None = None):
+    "The eager reference: nothing is done to the model or the run before the first epoch."
 
-# %% ../nbs/14_fit.ipynb #48358746
-def warm_up(model: TemporalFusionTransformer, windows: Windows, batch_size: int, autocast: bool = False,
-            eval_windows: Windows | None = None, eval_batch_size: int = EVAL_BATCH, world: Processes = ALONE) -> float:
-    "Compile this process's graphs for `windows` and `eval_windows` (freed memory handed back); weights and RNG kept."
-    t0, device = time.perf_counter(), windows.rows.device
-    first = lambda w, b: w.batch(torch.arange(b, device=device))   # the first `b` windows of `w`
-    ev = windows if eval_windows is None else eval_windows
-    ev_share = world.share(len(ev))                                # `val_loss` evaluates this process's share
-    with torch.random.fork_rng(devices=[device] if device.type == 'cuda' else []):
-        for b in pass_sizes(len(windows), batch_size, world):
-            with bf16_autocast(device, autocast): model(first(windows, b)).quantiles.float().sum().backward()
-        release_freed_memory()                                         # what compiling the training graphs freed
-        model.eval()
-        for b in pass_sizes(ev_share, infer_batch(model.config, eval_batch_size)):   # as `infer` cuts its batches
-            with torch.inference_mode(), bf16_autocast(device, autocast): model(first(ev, b))
-        model.train()
-    model.zero_grad(set_to_none=True)
-    release_freed_memory()                                             # and the evaluation graphs
-    return time.perf_counter() - t0
+# %% ../nbs/14_fit.ipynb #d65584d7
+def _default_speed() -> Callable:
+    "The library's acceleration layer (24_accelerate): what `fit` applies to a run unless given another `speed`."
+    from tft_nb.accelerate import accelerate
+    return accelerate
 
 # %% ../nbs/14_fit.ipynb #8c4c169e
 def fit(model: TemporalFusionTransformer, data: WindowData, cfg: TrainConfig = TrainConfig(),
         data_config: DataConfig | None = None, resume: str | None = None, log: logging.Logger | None = None,
         progress: bool | None = None, optimizer: torch.optim.Optimizer | None = None,
         source: str | None = None, on_epoch: Callable[[TrainingState], None] | None = None,
-        processes: Processes | None = None) -> FitResult:
+        processes: Processes | None = None, speed: Callable | None = None) -> FitResult:
     "Train `model` on `data.train`, stopping early on `data.val`; the run's files go to `cfg.checkpoint_dir`."
     device = resolve_device(cfg.device)
     together = joined(device) if processes is None else contextlib.nullcontext(processes)   # one, or torchrun's
@@ -254,7 +238,6 @@ def fit(model: TemporalFusionTransformer, data: WindowData, cfg: TrainConfig = T
         world.agree(_check_fit, model, data, cfg.batch_size, device)   # one process's error stops all
         with RunFolder.shared(cfg, model, run_data(data, data_config, source), resume, log, world) as folder:   # locked
             model.to(device)
-            if device.type == 'cpu': keep_freed_memory()                 # reuse freed memory: no page faults per step
             data, autocast = data.to(device), cfg.bf16 if device.type == 'cuda' else cfg.cpu_bf16
             state = TrainingState.begin(model, cfg, optimizer, world.rank)   # seeded; the optimizer checked
             with folder.interrupts(), held_signals() as signals:      # Ctrl-C, SIGTERM: stop after the step, saved
@@ -265,10 +248,7 @@ def fit(model: TemporalFusionTransformer, data: WindowData, cfg: TrainConfig = T
                 n = sum(p.numel() for p in model.parameters())
                 log.info(f"Model: {n:,} parameters on {device}, {'bf16 autocast' if autocast else 'fp32'}")
                 if line := world.describe(cfg.batch_size): log.info(line)   # how the processes share a batch
-                if cfg.compile:
-                    model.compile(cudagraphs=device.type == 'cuda')
-                    seconds = warm_up(model, data.train, cfg.batch_size, autocast, data.val, world=world)
-                    log.info(f"torch.compile: the training and evaluation graphs compiled in {seconds:.1f} s")
+                (speed or _default_speed())(model, data, cfg, device, autocast, world, log)   # 24_accelerate's
                 while state.epoch < cfg.epochs and not state.stopping.stopped:
                     run_epoch(state, data, cfg, folder, signals, autocast, progress, log)
                     if on_epoch is not None: on_epoch(state)                # after the epoch is saved (a tuner)

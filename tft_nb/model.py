@@ -7,7 +7,6 @@
 #         H hidden, nh heads, L LSTM layers, Q quantiles.
 from __future__ import annotations
 from dataclasses import dataclass, asdict
-from fastcore.basics import patch
 import torch
 import torch.nn.functional as F
 from torch import nn, Tensor
@@ -160,7 +159,7 @@ class TemporalFusionTransformer(nn.Module):
         self.output = nn.Linear(H, len(c.quantiles))                                # Eq. 23
         if c.har_base: self.har = HARBase(c)                                        # forecasts around HAR
         self.register_buffer('mask', causal_mask(c.horizon, c.encoder_length + c.horizon), persistent=False)
-        self.compiled = None                                                        # `compile`: compiled stages
+        self.compiled = None                                        # stages compiled by 24_accelerate, if any
 
     def select_inputs(self, batch:Batch) -> tuple[StaticContexts, Tensor, Tensor, Tensor, Tensor]:
         "The stage before the LSTMs: static contexts, and the past and future inputs selected (Eqs. 6-8)."
@@ -207,29 +206,3 @@ def start_at_har(model:TemporalFusionTransformer, windows:Windows, batch_size:in
     model.output.weight.zero_()
     model.output.bias.zero_()
     har.fitted.fill_(1)
-
-# %% ../nbs/06_model.ipynb #b9b1c2a7
-def _batch_dynamic(f):
-    "`f`, marking axis 0 (the batch) of its tensor arguments dynamic, so that one graph serves every batch size."
-    def call(*args):
-        for t in torch.utils._pytree.tree_leaves(args):
-            if torch.is_tensor(t) and t.dim(): torch._dynamo.maybe_mark_dynamic(t, 0)
-        return f(*args)
-    return call
-
-# %% ../nbs/06_model.ipynb #df675067
-def _own_outputs(f):
-    "`f`, returning copies of its output tensors: a CUDA graph's replay overwrites the memory of the last outputs."
-    return lambda *args: torch.utils._pytree.tree_map(lambda t: t.clone() if torch.is_tensor(t) else t, f(*args))
-
-# %% ../nbs/06_model.ipynb #2162304f
-@patch
-def compile(self:TemporalFusionTransformer, cudagraphs:bool=False, **kwargs):
-    "torch.compile the stages before and after the LSTMs as whole graphs; `cudagraphs`: replay them as CUDA graphs."
-    inductor = kwargs.get('backend', 'inductor') == 'inductor' and 'mode' not in kwargs
-    cpu = all(p.device.type == 'cpu' for p in self.parameters())
-    options = dict(fallback_random=True, cpp_wrapper=cpu) | ({'triton.cudagraphs': True} if cudagraphs else {})
-    opts = dict(fullgraph=True) | (dict(options=options) if inductor else {}) | kwargs
-    stages = [_batch_dynamic(torch.compile(f, **opts)) for f in (self.select_inputs, self.decode)]
-    self.compiled = tuple(map(_own_outputs, stages) if cudagraphs else stages)
-    return self
