@@ -14,7 +14,9 @@ that re-arm after a fork (OpenBLAS's pool, pyarrow's jemalloc background thread)
 no garbage and freezes its objects before each fork (`gc.freeze`), so that a child's garbage collections do not touch,
 and copy, the memory it shares with the parent (a full collection there would cost 0.4 s).
 
-Usage: `python tests/corpus_runner.py CASES RESULTS` (either may be `-`: stdin, stdout). CASES is a JSON object:
+Usage: `python tests/corpus_runner.py CASES RESULTS` (either may be `-`: stdin, stdout), or
+`python tests/corpus_runner.py --serve`: one case a line on stdin, its result a line on stdout, until stdin closes (the
+tests' `procs.cli` runs console scripts through it). CASES is a JSON object:
 `{"cases": [{"id", "program" ("tft_train" or "tft_predict"), "argv" (list), "cwd"[, "limit_s"]}, ...], "jobs": 2,
 "limit_s": 120}`.
 Each child changes to `cwd` (it runs there as the console script would), sends its fds 1 and 2 to files of the
@@ -121,7 +123,16 @@ def run_cases(cases: list[dict], jobs: int = 2, limit_s: float = 120.0) -> dict:
     return results
 
 
+def serve(inp, out):
+    "Run each case read as a JSON line from `inp` in a forked child; write its result as a JSON line to `out`."
+    for line in inp:
+        case = dict(json.loads(line), id='case')
+        out.write(json.dumps(run_cases([case], jobs=1, limit_s=case.get('limit_s', 120.0))['case']) + '\n')
+        out.flush()
+
+
 def main(argv: list[str]):
+    if argv[:1] == ['--serve']: return serve(sys.stdin, sys.stdout)
     src, dst = (argv + ['-', '-'])[:2]
     if src == '-': spec = json.load(sys.stdin)
     else:

@@ -9,6 +9,10 @@ bounded only by a safety limit scaled to the machine.
   `sigint=True` also gives the child Ctrl-C's default action (for the tests that send it SIGINT).
 - `run(args, ...)`: `subprocess.run(args, capture_output=True, text=True)` through `started`; `communicate(p)` for a
   child of `started`: both fail with a clear message when the watchdog fired.
+- `cli(args, env=...)`: a console script (`tft_train`, `tft_predict`) run to its end in a child forked from a server
+  that has imported the package (tests/corpus_runner.py `--serve`, one per environment, started once and killed with
+  the others): the script's exit status and output without an interpreter's start-up (2-4 s of importing torch). For
+  runs a test does not signal; `started` and `run` start the real console scripts.
 - `wait_until(p, cond, what)`: wait for a state of a running child; fails with a clear message if the child exits first.
   `wait_cpu(p, seconds, what)`: wait until the child has done that much more work (CPU time), not that much wall time.
 - `kill(p)` kills a group; `kill_all()`, a sweep at the end of the session (conftest.py), kills any left.
@@ -19,7 +23,8 @@ The limits are safety nets against a hung test, never performance checks: the ba
 on an idle machine, before scaling.
 """
 from __future__ import annotations
-import os, signal, subprocess, sys, threading, time
+import json, os, signal, subprocess, sys, threading, time
+from pathlib import Path
 from contextlib import contextmanager
 import pytest
 
@@ -29,6 +34,8 @@ DEFAULT_BASE = 600      # seconds for any one process, before scaling; a CLI run
 
 _found: tuple[float, str] | None = None    # the scale, and how it was found
 _live: set[subprocess.Popen] = set()      # started and not yet killed: swept at the end of the session
+_servers: dict[tuple, subprocess.Popen] = {}   # environment -> the fork server of `cli`
+RUNNER = Path(__file__).with_name('corpus_runner.py')
 
 
 def scale() -> float:
@@ -180,3 +187,32 @@ def wait_cpu(p: subprocess.Popen, seconds: float, what: str):
         time.sleep(seconds)
         return
     wait_until(p, lambda: (c := cpu_seconds(p)) is not None and c - c0 >= seconds, what)
+
+
+def _server(env: dict | None) -> subprocess.Popen:
+    "The fork server for `env`, started on first use (a new session, swept with the others at the end)."
+    key = tuple(sorted((env or os.environ).items()))
+    p = _servers.get(key)
+    if p is None or p.poll() is not None:
+        p = subprocess.Popen([sys.executable, str(RUNNER), '--serve'], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             text=True, env=env, start_new_session=True)
+        _live.add(p)
+        _servers[key] = p
+    return p
+
+
+def cli(args, *, env: dict | None = None, base: float = DEFAULT_BASE) -> subprocess.CompletedProcess:
+    "A console script of tft_nb run to its end in a forked child of a server that imported the package: as `run`."
+    p = _server(env)
+    case = dict(program=str(args[0]), argv=[str(a) for a in args[1:]], cwd=os.getcwd(), limit_s=limit(base))
+    p.stdin.write(json.dumps(case) + '\n')
+    p.stdin.flush()
+    line = p.stdout.readline()
+    if not line:
+        pytest.fail(f'the fork server ended (status {p.poll()}) running {" ".join(case["argv"])}', pytrace=False)
+    r = json.loads(line)
+    if r['timed_out']:
+        pytest.fail(f'{" ".join(map(str, args))}\nstill running after its safety limit of {limit(base):.0f} s: killed\n'
+                    f'stdout: {_tail(r["stdout"])}\nstderr: {_tail(r["stderr"])}', pytrace=False)
+    status = r['status'] if r['signal'] is None else -r['signal']
+    return subprocess.CompletedProcess([str(a) for a in args], status, r['stdout'], r['stderr'])

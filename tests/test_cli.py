@@ -12,13 +12,18 @@ SMALL = ['--hidden-size', '8', '--attention-heads', '2', '--lstm-layers', '1', '
 ENV = {**os.environ, 'PYTHONHASHSEED': '0', 'OMP_NUM_THREADS': '1'}
 
 def run(*args):
-    "A console script run to its end; its process group killed in every outcome, or at a scaled safety limit."
+    "A console script run to its end in a child of the fork server (`procs.cli`): as the script, less its start."
+    return procs.cli(args, env=ENV)
+
+
+def script(*args):
+    "The console script itself run to its end; its process group killed in every outcome, or at a scaled safety limit."
     return procs.run(args, env=ENV)
 
 
 def test_train_then_predict(tmp_path):
     ck = tmp_path / 'ck'
-    r = run('tft_train', '--epochs', '3', '--hidden-size', '16', '--attention-heads', '2', '--lstm-layers', '1',
+    r = script('tft_train', '--epochs', '3', '--hidden-size', '16', '--attention-heads', '2', '--lstm-layers', '1',
             '--encoder-length', '20', '--batch-size', '128', '--checkpoint-dir', str(ck), '--checkpoint-frequency', '1')
     assert r.returncode == 0, r.stderr[-2000:]
     names = sorted(os.listdir(ck))
@@ -37,7 +42,7 @@ def test_train_then_predict(tmp_path):
     assert (json.loads((ck / 'tft_last.json').read_text(), parse_constant=bare)['scheduler']['mode_worse']
             == {'$float': 'inf'})   # strict JSON
     out = tmp_path / 'fc.csv'
-    r = run('tft_predict', '--checkpoint', str(ck / 'tft_best'), '--output', str(out))
+    r = script('tft_predict', '--checkpoint', str(ck / 'tft_best'), '--output', str(out))
     assert r.returncode == 0, r.stderr[-2000:]
     fc = pd.read_csv(out)
     assert set(fc.symbol) == {'sp500', 'nasdaq'} and sorted(fc.step.unique()) == [1, 2, 3, 4, 5]
@@ -319,7 +324,7 @@ def test_help_lists_every_setting_with_its_comment():
     from tft_nb.model import TFTConfig
     from tft_nb.train import TrainConfig
     from tft_nb.cli import data_sized
-    r = run('tft_train', '--help')
+    r = script('tft_train', '--help')
     assert r.returncode == 0, r.stderr
     text = ' '.join(r.stdout.split())                                   # argparse wraps the help text
     for cls, skip in ((DataConfig, set()), (TFTConfig, data_sized()), (TrainConfig, set())):

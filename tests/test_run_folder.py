@@ -21,8 +21,8 @@ ENV = {**os.environ, 'PYTHONHASHSEED': '0', 'OMP_NUM_THREADS': '1'}
 
 
 def run(*args):
-    "A console script run to its end; its process group killed in every outcome, or at a scaled safety limit."
-    return procs.run(args, env=ENV)
+    "A console script run to its end in a child of the fork server (`procs.cli`): as the script, less its start."
+    return procs.cli(args, env=ENV)
 
 
 def _tree(d: Path) -> dict:
