@@ -1,4 +1,4 @@
-"""CPU dropout: PyTorch's `F.dropout` against `tft_nb.gating.dropout` (on large CPU tensors `packed_dropout`: four
+"""CPU dropout: PyTorch's `F.dropout` against `tft_nb.accelerate.dropout` (on large CPU tensors `packed_dropout`: four
 elements per random 64-bit draw; below 8192 elements `F.dropout` itself).
 
 Prints, side by side in one run on the CPU:
@@ -9,13 +9,14 @@ Prints, side by side in one run on the CPU:
      `F.dropout` (the packed version's fixed cost of six small kernels outweighs the draws it saves there);
   3. the time of a training step (zero_grad, forward, pinball loss, backward, fused Adam), batch 32, of the
      smoke-run model (hidden 16, 2 heads) and of the default model (hidden 256, 8 heads), each built with
-     `nn.Dropout` and with `tft_nb.gating.Dropout`, the two steps alternating so that machine noise hits both alike.
+     `nn.Dropout` and with `tft_nb.accelerate.FastDropout`, the two steps alternating so that machine noise hits both
+     alike.
 Usage: python bench/dropout_bench.py [--steps N] [--default-steps N]
 """
 import argparse, statistics, time
 import torch, torch.nn.functional as F
 from torch import nn
-import tft_nb.gating as G
+import tft_nb.accelerate as G
 from tft_nb.model import TFTConfig, TemporalFusionTransformer
 from tft_nb.loss import quantile_loss
 from step_bench import make_batch, timed          # bench/ is on sys.path when this file runs as a script
@@ -23,21 +24,19 @@ from step_bench import make_batch, timed          # bench/ is on sys.path when t
 CPU = torch.device('cpu')
 
 def build(drop_cls, H=16, heads=2):
-    "A TFT of the task's shape with GLU dropout modules of class `drop_cls` (seeded: same weights for either class)."
-    G.Dropout, keep = drop_cls, G.Dropout
-    try:
-        torch.manual_seed(0)
-        cfg = TFTConfig(encoder_vars=6, decoder_vars=2, static_cardinalities=(2,), encoder_length=60, horizon=5,
-                        hidden_size=H, attention_heads=heads)
-        m = TemporalFusionTransformer(cfg).train()
-    finally: G.Dropout = keep
+    "A TFT of the task's shape with dropout modules of class `drop_cls` (seeded: same weights for either class)."
+    torch.manual_seed(0)
+    cfg = TFTConfig(encoder_vars=6, decoder_vars=2, static_cardinalities=(2,), encoder_length=60, horizon=5,
+                    hidden_size=H, attention_heads=heads)
+    m = TemporalFusionTransformer(cfg).train()
+    if drop_cls is G.FastDropout: G.fast_dropout(m)                      # as `accelerate` does for a run
     return m, torch.optim.Adam(m.parameters(), 1e-3, fused=True), cfg
 
 def compare_steps(H, heads, steps):
     B = 32
-    runs = {'nn.Dropout': build(nn.Dropout, H, heads), 'tft_nb Dropout': build(G.Dropout, H, heads)}
+    runs = {'nn.Dropout': build(nn.Dropout, H, heads), 'tft_nb Dropout': build(G.FastDropout, H, heads)}
     batch = make_batch(runs['nn.Dropout'][2], B, CPU)
-    assert type(runs['tft_nb Dropout'][0].positionwise.gate_norm.glu.drop) is G.Dropout
+    assert type(runs['tft_nb Dropout'][0].positionwise.gate_norm.glu.drop) is G.FastDropout
     assert type(runs['nn.Dropout'][0].positionwise.gate_norm.glu.drop) is nn.Dropout
     ts = {k: [] for k in runs}
     for i in range(steps + 3):

@@ -73,7 +73,7 @@ def tft_side(a: argparse.Namespace) -> dict:
     from tft_nb.train import TrainConfig, TrainingState
     from tft_nb.fit import train_epoch, fit
     from tft_nb.evaluate import predict
-    from tft_nb.accelerate import compile_stages, keep_freed_memory, warm_up
+    from tft_nb.accelerate import compile_stages, fast_dropout, keep_freed_memory, warm_up
     keep_freed_memory()                                                  # as `fit` does for every CPU run
     data = make_windows(load_sample(), PRESETS['ohlcv_gk_logvol_tft_v1'])
     mcfg = TFTConfig(**data.spec.model_sizes(), hidden_size=a.hidden, attention_heads=a.heads, lstm_layers=a.lstm,
@@ -84,6 +84,7 @@ def tft_side(a: argparse.Namespace) -> dict:
     res['calibration_before'] = rp.calibrate(torch)
     torch.manual_seed(a.seed)
     model = TemporalFusionTransformer(mcfg)
+    fast_dropout(model)                                                  # as `fit` does (24_accelerate)
     cfg = TrainConfig(epochs=a.throughput_epochs, **tcfg)
     state = TrainingState.begin(model, cfg)
     if a.compile: res['compile_seconds'] = warm_up(compile_stages(model), data.train, a.batch, a.bf16)   # as `fit` does

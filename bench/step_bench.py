@@ -113,6 +113,11 @@ def task_windows(device: str = 'cpu'):
     "The benchmark task's windows on `device`."
     return make_windows(load_sample(), PRESETS['ohlcv_gk_logvol_tft_v1']).to(device)
 
+def _accelerate(pkg: str):
+    "`pkg`'s acceleration layer (24_accelerate), or None in a base commit before it."
+    try: return importlib.import_module(f'{pkg}.accelerate')
+    except ModuleNotFoundError: return None
+
 def build(a: argparse.Namespace, data, pkg: str = 'tft_nb', weights: dict | None = None, compiled: bool = False,
           graphs: bool = False, bf16: bool = False):
     "`pkg`'s model of `a`'s sizes on `a.device` (with `weights` when given), its training state, compile seconds."
@@ -122,10 +127,10 @@ def build(a: argparse.Namespace, data, pkg: str = 'tft_nb', weights: dict | None
                                                     attention_heads=a.heads, lstm_layers=a.lstm, dropout=0.1))
     model = model.to(a.device)
     if weights is not None: model.load_state_dict(weights)
+    if hasattr(acc := _accelerate(pkg), 'fast_dropout'): acc.fast_dropout(model)   # as `fit` does (24_accelerate)
     state = t.TrainingState.begin(model, t.TrainConfig(batch_size=a.batch, grad_clip=1.0, device=a.device))
     if not compiled: return model, state, 0.0
-    try: acc = importlib.import_module(f'{pkg}.accelerate')             # the acceleration layer (issue 49 on)
-    except ModuleNotFoundError:                                           # a base commit before it
+    if acc is None:                                                       # a base commit before the layer
         compiled_model = model.compile(cudagraphs=True) if graphs else model.compile()
         return model, state, importlib.import_module(f'{pkg}.fit').warm_up(compiled_model, data.train, a.batch, bf16)
     compiled_model = acc.compile_stages(model, cudagraphs=graphs)

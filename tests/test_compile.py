@@ -12,7 +12,6 @@ from tft_nb.model import TFTConfig, TemporalFusionTransformer
 from tft_nb.train import TrainConfig
 from tft_nb.fit import fit
 from tft_nb import accelerate
-from tft_nb import gating
 
 pytestmark = pytest.mark.slow   # the second tier (pytest.ini)
 
@@ -46,7 +45,8 @@ def test_compiled_training_is_the_eager_training(data, tmp_path, caplog):
         torch._dynamo.utils.counters.clear()
         compiled, h1, log = train(data, tmp_path / 'compiled', True, caplog)
         graphs = torch._dynamo.utils.counters['stats']['unique_graphs']
-    with mock.patch.object(gating, 'PACKED_MIN', 0), mock.patch.object(gating, 'packed_dropout', gating.hashed_dropout):
+    hashed = mock.patch.object(accelerate, 'packed_dropout', accelerate.hashed_dropout)
+    with mock.patch.object(accelerate, 'PACKED_MIN', 0), hashed:
         eager, h0, log0 = train(data, tmp_path / 'eager', False, caplog)   # eager dropout as the compiled model's
     assert 'torch.compile: the training and evaluation graphs compiled in' in log
     assert 'torch.compile' not in log0
@@ -84,13 +84,13 @@ def test_compiled_dropout_keeps_a_seed_not_a_mask():
     x = torch.randn(16, 20, 8, requires_grad=True)
     torch._dynamo.reset()
     plain = torch.compile(torch.tanh, backend='aot_eager', fullgraph=True)
-    dropped = torch.compile(lambda x: torch.tanh(gating.dropout(x, 0.3)), backend='aot_eager', fullgraph=True)
+    dropped = torch.compile(lambda x: torch.tanh(accelerate.dropout(x, 0.3)), backend='aot_eager', fullgraph=True)
     assert saved_bytes(dropped, x) == saved_bytes(plain, x) + 8     # one int64 seed more
 
 
 def test_the_hashed_mask_is_the_same_bits_compiled():
     torch._dynamo.reset()
-    keep = torch.compile(gating.hashed_keep, fullgraph=True)       # inductor: the C++ kernel the models run
+    keep = torch.compile(accelerate.hashed_keep, fullgraph=True)       # inductor: the C++ kernel the models run
     for shape, s in (((4099,), 7), ((3, 50, 17), 2**31 - 1), ((2, 1024), 0)):
         seed = torch.tensor(s)
-        assert torch.equal(keep(shape, seed, 0.1), gating.hashed_keep(shape, seed, 0.1)), (shape, s)
+        assert torch.equal(keep(shape, seed, 0.1), accelerate.hashed_keep(shape, seed, 0.1)), (shape, s)

@@ -44,8 +44,9 @@ def test_the_speed_layer_is_applied_from_outside():
     "No module imports the acceleration layer when it loads; `fit` takes it as its default `speed`, lazily."
     assert sorted(m for m, deps in imports().items() if 'accelerate' in deps) == []
     assert sorted(m for m, deps in imports(top_level=False).items() if 'accelerate' in deps) == ['fit']
-    for meaning in ('model', 'fit', 'device'):
-        assert 'torch.compile' not in (PKG / f'{meaning}.py').read_text(), meaning
+    for meaning, mechanism in [('model', 'torch.compile'), ('fit', 'torch.compile'), ('device', 'mallopt'),
+                               ('gating', 'packed_dropout'), ('gating', 'hashed')]:
+        assert mechanism not in (PKG / f'{meaning}.py').read_text(), (meaning, mechanism)
 
 
 def test_no_import_cycle():

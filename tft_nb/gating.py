@@ -9,11 +9,9 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import nn, Tensor
-from torch.utils.checkpoint import checkpoint
 
 # %% auto #0
-__all__ = ['PACKED_MIN', 'VariableLinear', 'by_variable', 'VariableLayerNorm', 'keep_mask', 'packed_dropout', 'hashed_keep',
-           'hashed_dropout', 'dropout', 'Dropout', 'GatedLinearUnit', 'GateAddNorm', 'GatedResidualNetwork']
+__all__ = ['VariableLinear', 'by_variable', 'VariableLayerNorm', 'GatedLinearUnit', 'GateAddNorm', 'GatedResidualNetwork']
 
 # %% ../nbs/03_gating.ipynb #a6302ea9
 class VariableLinear(nn.Module):
@@ -58,72 +56,6 @@ def _layer_norm(d:int, variables:int=0) -> nn.Module:
     "One `nn.LayerNorm`, or `variables` independent ones."
     return VariableLayerNorm(variables, d) if variables else nn.LayerNorm(d)
 
-# %% ../nbs/03_gating.ipynb #0433ada6
-@torch.library.custom_op('tft_nb::keep_mask', mutates_args=())
-def keep_mask(x:Tensor, p:float) -> Tensor:
-    "Inverted-dropout multipliers for `x`: 0, or 32768/(32768-k) kept; four elements per random 64-bit draw."
-    k = round(p * 32768)                                                   # drop when a 15-bit uniform draw < k
-    if k >= 32768: return torch.zeros(x.shape, dtype=x.dtype, device=x.device)
-    n = x.numel()
-    draws = (n + 3) // 4                                                   # one draw per 4 elements
-    r = torch.empty(draws, dtype=torch.int64, device=x.device).random_()   # uniform on [0, 2**63): 63 random bits
-    u = r.view(torch.int16)[:n].bitwise_and_(0x7FFF)                       # 4 independent 15-bit uniforms per draw
-    keep = torch.empty(x.shape, dtype=x.dtype, device=x.device)
-    torch.ge(u.view(x.shape), k, out=keep)                                 # 1.0 kept, 0.0 dropped
-    return keep.mul_(32768 / (32768 - k))
-
-# %% ../nbs/03_gating.ipynb #b6726d8c
-@keep_mask.register_fake
-def _keep_mask_shape(x, p): return torch.empty(x.shape, dtype=x.dtype, device=x.device)   # for torch.compile
-
-def packed_dropout(x:Tensor, p:float) -> Tensor:
-    "Inverted dropout with four elements per random 64-bit draw; the rate is `p` rounded to a multiple of 1/32768."
-    return x * keep_mask(x.detach(), p)
-
-# %% ../nbs/03_gating.ipynb #d748d866
-def _mix32(h:Tensor) -> Tensor:
-    "A 32-bit integer finaliser on int32 bits: products wrap around, shifts are masked to shift in zeros."
-    h = h ^ ((h >> 16) & 0xFFFF)
-    h = h * 0x7FEB352D
-    h = h ^ ((h >> 15) & 0x1FFFF)
-    h = h * 0x21F0AAAD
-    return h ^ ((h >> 16) & 0xFFFF)
-
-# %% ../nbs/03_gating.ipynb #c5df9df7
-def hashed_keep(shape, seed:Tensor, p:float, dtype:torch.dtype=torch.float32) -> Tensor:
-    "Inverted-dropout multipliers from a hash of each element's index keyed by `seed`: 0, or 65536/(65536-k) kept."
-    k = round(p * 65536)                                                   # drop when a 16-bit uniform < k
-    if k >= 65536: return torch.zeros(shape, dtype=dtype, device=seed.device)
-    n = math.prod(shape)
-    if n >= 2**31: raise ValueError(f"hashed_keep takes fewer than 2**31 elements, not {n}")   # an int32 index
-    i = torch.arange(n, dtype=torch.int32, device=seed.device).view(shape)
-    s = seed.to(torch.int32)                                               # a 31-bit seed: exact
-    h = _mix32(_mix32((i >> 1) ^ s) + s)                                   # one 32-bit hash per pair of elements
-    u = (h >> ((i & 1) * 16)) & 0xFFFF                                     # its low half, or its high half
-    return (u.float() >= k).to(dtype) * (65536 / (65536 - k))             # in `dtype`, as the tensor it masks
-
-# %% ../nbs/03_gating.ipynb #d91483fe
-def hashed_dropout(x:Tensor, p:float) -> Tensor:
-    "Inverted dropout whose mask is hashed from one 31-bit seed, drawn from PyTorch's default generator."
-    seed = torch.randint(0, 2**31, (), device=x.device)
-    return x * checkpoint(hashed_keep, x.shape, seed, p, x.dtype, use_reentrant=False)
-
-# %% ../nbs/03_gating.ipynb #e89c2ec5
-PACKED_MIN = 8192   # elements from which eager CPU dropout is packed
-
-def dropout(x:Tensor, p:float, training:bool=True) -> Tensor:
-    "Inverted dropout: hashed masks in compiled CPU code, packed draws for large CPU tensors, else PyTorch's kernel."
-    if not training or p == 0: return x
-    if x.device.type != 'cpu': return F.dropout(x, p, True)
-    if torch.compiler.is_compiling(): return hashed_dropout(x, p)
-    if x.numel() < PACKED_MIN: return F.dropout(x, p, True)   # fixed costs
-    return packed_dropout(x, p)
-
-# %% ../nbs/03_gating.ipynb #b08c2587
-class Dropout(nn.Dropout):
-    "`nn.Dropout` that calls `dropout`."
-    def forward(self, x:Tensor) -> Tensor: return dropout(x, self.p, self.training)
-
 # %% ../nbs/03_gating.ipynb #d92d1dd8
 class GatedLinearUnit(nn.Module):
     "Linear map whose output is scaled by a learned sigmoid gate (Eq. 5)."
@@ -134,7 +66,7 @@ class GatedLinearUnit(nn.Module):
         variables:int=0,   # 0: one shared unit; V: V independent units along axis 0
     ):
         super().__init__()
-        self.drop, self.proj = Dropout(dropout), _linear(d_in, 2 * d_out, variables)
+        self.drop, self.proj = nn.Dropout(dropout), _linear(d_in, 2 * d_out, variables)
     def forward(self, x:Tensor) -> Tensor:     # (..., d_in)
         return F.glu(self.proj(self.drop(x)), dim=-1)   # first half * sigmoid(second half): (..., d_out)
 
