@@ -4,7 +4,7 @@ The script starts each run as `python -m torch.distributed.run --standalone --np
 hidden `--worker` mode), so every run has torchrun's process group (gloo on the CPU, NCCL on CUDA) and a fresh
 process per rank. Each rank loads the sample data (`load_sample`, the `ohlcv_gk_logvol_tft_v1` windows), builds
 the model, and trains it through the library's own path: `TrainingState.begin`, `distributed`, `wrap` and
-`train_epoch`, with the per-step stop check that `fit` makes (`agreed_stop`). The 1-process run is therefore a DDP
+`train_epoch`, with the per-step stop check that `fit` makes (`World.stop`). The 1-process run is therefore a DDP
 world of one, as `torchrun --nproc-per-node 1` gives. After `--warmup` steps, `--steps` steps are timed between two
 collectives: samples/s is the global batch times the steps over the slowest rank's time, so process start-up,
 data loading and validation are not in it.
@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 
 from tft_nb.data import load_sample
-from tft_nb.distributed import World, agreed_stop, distributed, rank_device
+from tft_nb.distributed import World, distributed
 from tft_nb.fit import train_epoch
 from tft_nb.model import TFTConfig, TemporalFusionTransformer
 from tft_nb.train import TrainConfig, TrainingState
@@ -42,7 +42,7 @@ def sync(world: World, device: torch.device):
 
 def train_steps(state: TrainingState, train: Windows, cfg: TrainConfig, steps: int, world: World, autocast: bool):
     "`steps` optimizer steps of `train_epoch` (with fit's per-step stop check), in as many epochs as they need."
-    stop = lambda: agreed_stop(world, [])
+    stop = lambda: world.stop([])
     per = len(train) // (cfg.batch_size * world.size)        # whole global batches in the training windows
     if per == 0: raise SystemExit(f"a global batch of {cfg.batch_size * world.size} is more than the {len(train)} "
                                   "training windows")
@@ -57,7 +57,7 @@ def worker(a: argparse.Namespace):
     device = torch.device(a.device)
     data = make_windows(load_sample(), PRESETS['ohlcv_gk_logvol_tft_v1'])
     with distributed(device) as world:
-        device = rank_device(world, device)
+        device = world.device(device)
         torch.manual_seed(a.seed)
         config = TFTConfig(**data.spec.model_sizes(), hidden_size=a.hidden, attention_heads=a.heads,
                            lstm_layers=a.lstm_layers)

@@ -19,8 +19,7 @@ from .train import micro_batch_weights, split_share
 from .processes import ALONE, TORCHRUN_ENV, Processes, RankLost
 
 # %% auto #0
-__all__ = ['TIMEOUT', 'COLLECTIVE_FAILED', 'World', 'this_world', 'distributed', 'rank_device', 'per_rank', 'own', 'largest',
-           'shard_batches', 'shard', 'loss_sums', 'agreed_stop', 'rank_log', 'world_line']
+__all__ = ['TIMEOUT', 'COLLECTIVE_FAILED', 'World', 'this_world', 'distributed', 'largest', 'shard', 'loss_sums']
 
 # %% ../nbs/20_distributed.ipynb #1ce165a8
 TIMEOUT = datetime.timedelta(minutes=10)   # how long a collective waits for a rank before the job fails
@@ -32,9 +31,6 @@ class World(Processes):
     size: int = 1
     local_rank: int = 0          # the rank among the processes of this machine: its GPU
     group: Any = None            # a gloo group (under gloo: the default group)
-
-    @property
-    def main(self) -> bool: return self.rank == 0
 
 # %% ../nbs/20_distributed.ipynb #8526b2bc
 _control = {}   # the gloo group of the default NCCL group, made once per process group
@@ -85,9 +81,10 @@ def _teardown():
     dist.destroy_process_group()
 
 # %% ../nbs/20_distributed.ipynb #43e1c85c
-def rank_device(world: World, device: torch.device) -> torch.device:
+@patch
+def device(self: World, device: torch.device) -> torch.device:
     "The device of this rank: its own GPU (`local_rank`) on CUDA, else `device`."
-    return torch.device('cuda', world.local_rank) if device.type == 'cuda' and world is not ALONE else device
+    return torch.device('cuda', self.local_rank) if device.type == 'cuda' else device
 
 # %% ../nbs/20_distributed.ipynb #13890516
 @patch
@@ -105,17 +102,19 @@ def mean(self: World, t: Tensor) -> Tensor:
     return t if self.size == 1 else self.total(t) / self.size
 
 # %% ../nbs/20_distributed.ipynb #1ddedb92
-def per_rank(world: World, t: Tensor) -> Tensor:
+@patch
+def each(self: World, t: Tensor) -> Tensor:
     "Every rank's 0-d `t`, in rank order, on every rank (alone: `t` itself)."
-    if world.size == 1: return t
-    each = torch.zeros(world.size, dtype=t.dtype, device=t.device)
-    each[world.rank] = t
-    return world.total(each)
+    if self.size == 1: return t
+    out = torch.zeros(self.size, dtype=t.dtype, device=t.device)
+    out[self.rank] = t
+    return self.total(out)
 
 # %% ../nbs/20_distributed.ipynb #1487b8ee
-def own(world: World, t: Tensor) -> Tensor:
-    "This rank's entry of a `per_rank` tensor (alone: `t` itself)."
-    return t if t.dim() == 0 else t[world.rank]
+@patch
+def mine(self: World, t: Tensor) -> Tensor:
+    "This rank's entry of an `each` tensor."
+    return t if t.dim() == 0 else t[self.rank]
 
 # %% ../nbs/20_distributed.ipynb #bc6cef04
 def largest(world: World, x: int) -> int:
@@ -175,14 +174,15 @@ def agree(self: World, fn: Callable, *args, on: int | None = None):
     return out
 
 # %% ../nbs/20_distributed.ipynb #49835f78
-def shard_batches(windows: Windows, batch_size: int, world: World, generator: torch.Generator):
-    "This rank's share of each batch of `batch_size * world.size` windows of one shuffled order, and the batch's size."
+@patch
+def batches(self: World, windows: Windows, batch_size: int, generator: torch.Generator):
+    "This rank's share of each batch of `batch_size * self.size` windows of one shuffled order, and the batch's size."
     n, device = len(windows), windows.rows.device
     order = torch.randperm(n, generator=generator).to(device)            # the same order on every rank
-    step = batch_size * world.size
+    step = batch_size * self.size
     for i in range(0, n, step):
         idx = order[i:i + step]
-        part = torch.tensor_split(idx, world.size)[world.rank]
+        part = torch.tensor_split(idx, self.size)[self.rank]
         yield windows.batch(part if len(part) else idx[:1]), len(idx)    # no share: one window, weighted 0
 
 # %% ../nbs/20_distributed.ipynb #d822a82b
@@ -214,9 +214,10 @@ def wrap(self: World, model: torch.nn.Module, device: torch.device) -> torch.nn.
     return torch.nn.parallel.DistributedDataParallel(model, device_ids=ids)
 
 # %% ../nbs/20_distributed.ipynb #d509d96f
-def agreed_stop(world: World, signals: list) -> bool:
+@patch
+def stop(self: World, signals: list) -> bool:
     "Whether any rank holds a signal in `signals`; then every rank holds it, so that all stop at the same step."
-    sig = largest(world, signals[0] if signals else 0)
+    sig = largest(self, signals[0] if signals else 0)
     if sig and not signals: signals.append(sig)
     return bool(sig)
 
@@ -224,64 +225,26 @@ def agreed_stop(world: World, signals: list) -> bool:
 _quiet = logging.getLogger('tft_nb.other_ranks')
 _quiet.disabled = True
 
-def rank_log(world: World, log: logging.Logger | None = None) -> logging.Logger:
+@patch
+def log(self: World, log: logging.Logger | None = None) -> logging.Logger:
     "The run's log on rank 0 (`log`, or tft_nb's); on the other ranks a log that says nothing."
-    return (log or logging.getLogger('tft_nb')) if world.main else _quiet
+    return (log or logging.getLogger('tft_nb')) if self.main else _quiet
 
 # %% ../nbs/20_distributed.ipynb #a15748f3
-def world_line(world: World, batch_size: int) -> str:
-    "The log line that says how the run shares its batches."
-    processes = f"{world.size} process{'es' * (world.size != 1)} ({dist.get_backend()})"
-    return (f"Distributed: {processes}, each with its share of every batch: {batch_size} windows a process, "
-            f"{batch_size * world.size} a batch (batch_size x {world.size})")
-
-# %% ../nbs/20_distributed.ipynb #54b691d2
 @patch
-def device(self: World, device: torch.device) -> torch.device:
-    "This rank's device: its own GPU on CUDA (`rank_device`)."
-    return rank_device(self, device)
+def describe(self: World, batch_size: int) -> str:
+    "The log line that says how the run shares its batches."
+    processes = f"{self.size} process{'es' * (self.size != 1)} ({dist.get_backend()})"
+    return (f"Distributed: {processes}, each with its share of every batch: {batch_size} windows a process, "
+            f"{batch_size * self.size} a batch (batch_size x {self.size})")
 
 # %% ../nbs/20_distributed.ipynb #baff40ad
-@patch
-def batches(self: World, windows: Windows, batch_size: int, generator: torch.Generator):
-    "This rank's share of each batch of `batch_size * size` windows, and the batch's size (`shard_batches`)."
-    return shard_batches(windows, batch_size, self, generator)
-
 @patch
 def weights(self: World, sizes: list[int]) -> list[float]:
     "Loss weights of this rank's shares of micro-batches of `sizes` windows (`micro_batch_weights`)."
     return micro_batch_weights(sizes, self.rank, self.size)
 
-# %% ../nbs/20_distributed.ipynb #e69d69f1
 @patch
 def share(self: World, n: int) -> int:
     "How many of `n` windows this rank takes (`split_share`)."
     return split_share(n, self.rank, self.size)
-
-@patch
-def each(self: World, t: Tensor) -> Tensor:
-    "Every rank's 0-d `t`, in rank order (`per_rank`)."
-    return per_rank(self, t)
-
-# %% ../nbs/20_distributed.ipynb #2da6d898
-@patch
-def mine(self: World, t: Tensor) -> Tensor:
-    "This rank's entry of an `each` tensor (`own`)."
-    return own(self, t)
-
-# %% ../nbs/20_distributed.ipynb #b360f5cf
-@patch
-def stop(self: World, signals: list) -> bool:
-    "Whether any rank holds a signal; then all hold it (`agreed_stop`)."
-    return agreed_stop(self, signals)
-
-# %% ../nbs/20_distributed.ipynb #fb363ca8
-@patch
-def log(self: World, log: logging.Logger | None = None) -> logging.Logger:
-    "The run's log on rank 0, a silent one on the others (`rank_log`)."
-    return rank_log(self, log)
-
-@patch
-def describe(self: World, batch_size: int) -> str:
-    "The line that says how the run shares its batches (`world_line`)."
-    return world_line(self, batch_size)

@@ -5,7 +5,7 @@
 # %% ../nbs/14a_ensemble.ipynb #83d31deb
 # Shapes: B batch, Td horizon, Q quantiles, K members.
 from __future__ import annotations
-import contextlib, logging
+import logging
 from dataclasses import asdict, replace
 from pathlib import Path
 import pandas as pd, torch
@@ -124,8 +124,7 @@ def fit_ensemble(models:list, data:WindowData, cfg:TrainConfig, data_config:Data
     "Train `models`, each a run of `fit` in its member folder (under torchrun, one per process); write them as one."
     root = Path(cfg.checkpoint_dir)
     _check_resume(cfg, resume)
-    together = joined(resolve_device(cfg.device)) if processes is None else contextlib.nullcontext(processes)
-    with together as world, visible_log(world.log(log)) as log:
+    with joined(resolve_device(cfg.device), processes) as world, visible_log(world.log(log)) as log:
         lock = world.agree(lambda: FolderLock.take(root, log) if world.main else None)   # rank 0's error on all
         try:
             if world.size > 1: log.info(f"Ensemble of {len(models)} over {world.size} processes: each trains "

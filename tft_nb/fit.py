@@ -4,7 +4,7 @@
 
 # %% ../nbs/14_fit.ipynb #d58767a0
 from __future__ import annotations
-import contextlib, itertools, json, logging, math, signal, time
+import itertools, json, logging, math, signal, time
 from dataclasses import dataclass, asdict
 from pathlib import Path
 from typing import Callable
@@ -232,8 +232,7 @@ def fit(model: TemporalFusionTransformer, data: WindowData, cfg: TrainConfig = T
         processes: Processes | None = None, speed: Callable | None = None) -> FitResult:
     "Train `model` on `data.train`, stopping early on `data.val`; the run's files go to `cfg.checkpoint_dir`."
     device = resolve_device(cfg.device)
-    together = joined(device) if processes is None else contextlib.nullcontext(processes)   # one, or torchrun's
-    with together as world, visible_log(world.log(log)) as log:
+    with joined(device, processes) as world, visible_log(world.log(log)) as log:   # one process, or torchrun's
         device = world.device(device)                                # under torchrun: this process's GPU
         world.agree(_check_fit, model, data, cfg.batch_size, device)   # one process's error stops all
         with RunFolder.shared(cfg, model, run_data(data, data_config, source), resume, log, world) as folder:   # locked

@@ -130,8 +130,10 @@ class RankLost(SpeltMessage, RuntimeError):
     "A process of the run ended or stopped answering, so the others cannot go on."
 
 # %% ../nbs/11a_processes.ipynb #b495f8b0
-def joined(device: torch.device) -> contextlib.AbstractContextManager:
-    "The processes of a run on `device`, for a block: `ALONE`, or under torchrun `20_distributed`'s `World`."
-    if not all(k in os.environ for k in TORCHRUN_ENV): return contextlib.nullcontext(ALONE)
+def joined(device: torch.device, given: Processes | None = None) -> contextlib.AbstractContextManager:
+    "The processes of a run on `device`, for a block: `given`, else `ALONE`, or a `World` under torchrun or a group."
+    if given is not None: return contextlib.nullcontext(given)
+    grouped = torch.distributed.is_available() and torch.distributed.is_initialized()
+    if not grouped and not all(k in os.environ for k in TORCHRUN_ENV): return contextlib.nullcontext(ALONE)
     from tft_nb.distributed import distributed      # several processes: the collaborator 20_distributed supplies
     return distributed(device)
