@@ -16,15 +16,18 @@ TASK.md section 9 asks, the way `run_peer.py` does:
 - peak RSS (`ru_maxrss`) of the process, imports included: `rss` at the end of the run, `rss_train` after the
   throughput run (the peer's throughput-only run ends there; tft_nb's goes on to time inference).
 
-Like `fit`, the tft_nb side calls `keep_freed_memory()`; `--compile` compiles the model as `--compile` does (the
-compile time is in the JSON, not in the throughput).
+Like `fit`, the tft_nb side hands the model to the acceleration layer (`accelerate`, 24_accelerate) before the first
+epoch, with the settings of a 50-epoch run (the accuracy run's, and `tft_train`'s default): `--side tft` with neither
+`--compile` nor `--bf16` measures the path a user gets by default, the layer choosing; `--compile`/`--no-compile` and
+`--bf16`/`--no-bf16` say instead (the time `accelerate` took, a compile included, is in the JSON as `speed_s`, not in
+the throughput; `compiled` and `bf16` say what it chose).
 
-The driver (default) runs the sides of `--sides` in turn (peer first; `tft-compile` is the tft_nb side with
-`--compile`, `tft-bf16` with `--bf16`, bfloat16 autocast on the CPU (training, the accuracy run's `fit` through
-`TrainConfig.cpu_bf16`, and the inference timing; the scored test forecasts are float32, as `tft_predict` makes
-them), `tft-bf16-compile` with both), `--pairs` rounds, each run in a fresh process, and prints each run, then the
-median and min-max of each figure and of each side's ratio to the peer within each round. It needs the peer's venv
-(`--peer-python`, made as `../shared/bench/peer/README.md` says).
+The driver (default) runs the sides of `--sides` in turn (peer first; `tft` is the default path, `tft-eager` adds
+`--no-compile`, `tft-compile` `--compile`, `tft-bf16` `--bf16`, bfloat16 autocast on the CPU (training, the accuracy
+run's `fit` through `TrainConfig.cpu_bf16`, and the inference timing; the scored test forecasts are float32, as
+`tft_predict` makes them), `tft-f32` `--no-bf16`, and the names combine: `tft-bf16-compile`), `--pairs` rounds, each run
+in a fresh process, and prints each run, then the median and min-max of each figure and of each side's ratio to the
+peer within each round. It needs the peer's venv (`--peer-python`, made as `../shared/bench/peer/README.md` says).
 
 Each side runs in a venv of its own requirements. The tft_nb side's Python (`--tft-python`, by default the one running
 this script) should be a venv of what `pip install tft_nb` installs; the runs import this tree's package:
@@ -73,26 +76,26 @@ def tft_side(a: argparse.Namespace) -> dict:
     from tft_nb.train import TrainConfig, TrainingState
     from tft_nb.fit import train_epoch, fit
     from tft_nb.evaluate import predict
-    from tft_nb.accelerate import compile_stages, fast_dropout, keep_freed_memory, warm_up
-    keep_freed_memory()                                                  # as `fit` does for every CPU run
+    from tft_nb.accelerate import accelerate
     data = make_windows(load_sample(), PRESETS['ohlcv_gk_logvol_tft_v1'])
     mcfg = TFTConfig(**data.spec.model_sizes(), hidden_size=a.hidden, attention_heads=a.heads, lstm_layers=a.lstm,
                      dropout=0.1)
     tcfg = dict(batch_size=a.batch, learning_rate=1e-3, lr_schedule='constant', grad_clip=1.0, seed=a.seed,
-                device='cpu')
+                device='cpu', compile=a.compile, cpu_bf16=a.bf16)   # None: the acceleration layer chooses
     res = dict(library='tft_nb', config=dict(hidden=a.hidden, heads=a.heads, lstm=a.lstm, batch=a.batch))
     res['calibration_before'] = rp.calibrate(torch)
     torch.manual_seed(a.seed)
     model = TemporalFusionTransformer(mcfg)
-    fast_dropout(model)                                                  # as `fit` does (24_accelerate)
     cfg = TrainConfig(epochs=a.throughput_epochs, **tcfg)
     state = TrainingState.begin(model, cfg)
-    if a.compile: res['compile_seconds'] = warm_up(compile_stages(model), data.train, a.batch, a.bf16)   # as `fit` does
+    t0 = time.perf_counter()                         # as `fit` does, choosing as the accuracy run's 50 epochs would
+    autocast = accelerate(model, data, TrainConfig(epochs=50, **tcfg), torch.device('cpu'))
+    res['speed'] = dict(seconds=time.perf_counter() - t0, compiled=model.compiled is not None, autocast=autocast)
     times = []
     with rp.Contention() as cont:
         for _ in range(a.throughput_epochs):
             t0 = time.perf_counter()
-            train_epoch(state, data.train, cfg, a.bf16, progress=False)
+            train_epoch(state, data.train, cfg, autocast, progress=False)
             state.epoch += 1
             times.append(time.perf_counter() - t0)
     warm = times[1:] or times
@@ -104,8 +107,7 @@ def tft_side(a: argparse.Namespace) -> dict:
         model = TemporalFusionTransformer(mcfg)
         with tempfile.TemporaryDirectory() as d, rp.Contention() as cont:
             out = fit(model, data, TrainConfig(epochs=50, early_stopping_patience=5, early_stopping_threshold=0.0,
-                                               checkpoint_dir=d, checkpoint_frequency=0, compile=a.compile,
-                                               cpu_bf16=a.bf16, **tcfg),
+                                               checkpoint_dir=d, checkpoint_frequency=0, **tcfg),
                       progress=False)
         y, p = aligned(rp, data, predict(model, data.test))
         res['tft'] = dict(test=rp.score(y, p), epochs_run=len(out.history), best_epoch=out.best_epoch,
@@ -114,7 +116,7 @@ def tft_side(a: argparse.Namespace) -> dict:
     with rp.Contention() as cont, torch.inference_mode():
         for _ in range(6):
             t0 = time.perf_counter()
-            predict(model, data.test, batch_size=256, autocast=a.bf16)
+            predict(model, data.test, batch_size=256, autocast=autocast)
             ts.append(time.perf_counter() - t0)
     res['inference'] = dict(forward_samples_per_s=len(data.test) / statistics.mean(ts[1:]), contention=cont.result)
     res['peak_rss_mib'] = rss_mib()
@@ -127,7 +129,8 @@ def headline(r: dict) -> dict:
                rss=r['peak_rss_mib'], rss_train=t['peak_rss_mib_after_train'])
     if 'inference' in r: out['infer'] = r['inference']['forward_samples_per_s']
     if 'tft' in r: out.update(q50=r['tft']['test']['q_risk_p50'], q90=r['tft']['test']['q_risk_p90'])
-    if 'compile_seconds' in r: out['compile_s'] = r['compile_seconds']
+    out.update(speed_s=r['speed']['seconds'], compiled=float(r['speed']['compiled']),
+               bf16=float(r['speed']['autocast']))
     return out
 
 def one_run(side: str, a: argparse.Namespace, out: Path) -> dict:
@@ -137,8 +140,8 @@ def one_run(side: str, a: argparse.Namespace, out: Path) -> dict:
     extra = ['--no-accuracy'] if a.no_accuracy else []
     if side == 'peer': cmd = [a.peer_python, PEER / 'run_peer.py', '--out', out, *sizes, *extra]
     else:
-        compiled = ['--compile'] * (a.compile or side.endswith('compile'))
-        bf16 = ['--bf16'] * ('bf16' in side)
+        compiled = ['--compile'] * side.endswith('compile') + ['--no-compile'] * side.endswith('eager')
+        bf16 = ['--bf16'] * ('bf16' in side) + ['--no-bf16'] * ('f32' in side)
         cmd = [a.tft_python, __file__, '--side', 'tft', '--out', out, *sizes, *extra, *compiled, *bf16]
     env = {**os.environ, 'PYTHONPATH': f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     r = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, env=env)
@@ -187,10 +190,12 @@ def main():
     p.add_argument('--throughput-epochs', type=int, default=10)
     p.add_argument('--seed', type=int, default=42, help="both sides' seed (the harness's default)")
     p.add_argument('--no-accuracy', action='store_true')
-    p.add_argument('--compile', action='store_true', help="tft_nb: compile_stages(model), as --compile")
-    p.add_argument('--bf16', action='store_true', help="tft_nb: bfloat16 autocast on the CPU")
-    p.add_argument('--sides', default='peer,tft', help="the runs of a round, in order: peer, tft, tft-compile, "
-                                                       "tft-bf16, tft-bf16-compile")
+    p.add_argument('--compile', action=argparse.BooleanOptionalAction, help="tft_nb: TrainConfig.compile (default: "
+                   "None, the acceleration layer's choice)")
+    p.add_argument('--bf16', action=argparse.BooleanOptionalAction, help="tft_nb: TrainConfig.cpu_bf16 (default: "
+                   "None, the acceleration layer's choice)")
+    p.add_argument('--sides', default='peer,tft', help="the runs of a round, in order: peer, tft (the default path: "
+                   "the layer chooses), tft-eager, tft-compile, tft-bf16, tft-bf16-eager, tft-bf16-compile, tft-f32")
     a = p.parse_args()
     if a.side == 'drive': return drive(a)
     a.out.write_text(json.dumps(tft_side(a), indent=1))

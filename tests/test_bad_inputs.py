@@ -679,7 +679,7 @@ def tree(d: Path) -> dict:
 
 # a run that outlasts its time limit (a second): the fork server kills it and says so, and goes on
 PROBE = dict(id='probe-killed', program='tft_train', limit_s=1.0,
-             argv=shlex.split(f'--data bars.csv {TINY} --epochs 100000 --checkpoint-dir ck'))
+             argv=shlex.split(f'--data bars.csv {TINY} --epochs 100000 --no-compile --checkpoint-dir ck'))
 
 def run_corpus(cases: list[tuple[Case, Path]], work: Path, runs) -> dict:
     "Results of PROBE and `cases` (case, folder) run by the fork server: id -> status, signal, timed_out, stdout, ..."

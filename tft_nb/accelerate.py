@@ -4,7 +4,8 @@
 
 # %% ../nbs/24_accelerate.ipynb #fc505f89
 from __future__ import annotations
-import ctypes, gc, logging, math, platform, time
+import ctypes, dataclasses, gc, hashlib, json, logging, math, platform, time
+from pathlib import Path
 import torch
 import torch.nn.functional as F
 from torch import nn, Tensor
@@ -12,13 +13,17 @@ from torch.utils.checkpoint import checkpoint
 from .windows import Windows, WindowData
 from .model import TemporalFusionTransformer
 from .evaluate import EVAL_BATCH, bf16_autocast, infer_batch
-from .train import TrainConfig
+from . import __version__
+from .train import TrainConfig, asked_autocast
+from .files import atomic_write
+from torch._inductor.runtime.cache_dir_utils import cache_dir
 from .processes import ALONE, Processes
 
 # %% auto #0
-__all__ = ['PACKED_MIN', 'M_TRIM_THRESHOLD', 'M_MMAP_THRESHOLD', 'MMAP_MAX', 'keep_mask', 'packed_dropout', 'hashed_keep',
-           'hashed_dropout', 'dropout', 'FastDropout', 'fast_dropout', 'compile_stages', 'keep_freed_memory',
-           'release_freed_memory', 'pass_sizes', 'warm_up', 'accelerate']
+__all__ = ['PACKED_MIN', 'M_TRIM_THRESHOLD', 'M_MMAP_THRESHOLD', 'MMAP_MAX', 'COMPILE_WINDOWS', 'CACHED_WINDOWS', 'BF16_HIDDEN',
+           'COMPILED_BEFORE', 'keep_mask', 'packed_dropout', 'hashed_keep', 'hashed_dropout', 'dropout', 'FastDropout',
+           'fast_dropout', 'compile_stages', 'keep_freed_memory', 'release_freed_memory', 'pass_sizes', 'warm_up',
+           'compiles', 'native_bf16', 'autocasts', 'compiled_key', 'compiled_before', 'note_compiled', 'accelerate']
 
 # %% ../nbs/24_accelerate.ipynb #0433ada6
 @torch.library.custom_op('tft_nb::keep_mask', mutates_args=())
@@ -166,14 +171,73 @@ def warm_up(model: TemporalFusionTransformer, windows: Windows, batch_size: int,
     release_freed_memory()                                             # and the evaluation graphs
     return time.perf_counter() - t0
 
-# %% ../nbs/24_accelerate.ipynb #f9803e5d
+# %% ../nbs/24_accelerate.ipynb #003a4251
+COMPILE_WINDOWS = 500_000   # planned training windows that earn back a compile from a cold inductor cache
+CACHED_WINDOWS = 50_000     # the same from inductor's cache (this machine compiled the model before)
+BF16_HIDDEN = 128           # on a CPU with native bfloat16, the hidden size from which autocast pays
+
+def compiles(cfg: TrainConfig, planned: int, cached: bool = False) -> bool:
+    "Whether a run compiles: `cfg.compile` if said, else whether its `planned` training windows earn the compile back."
+    if cfg.compile is not None: return cfg.compile
+    return planned >= (CACHED_WINDOWS if cached else COMPILE_WINDOWS)
+
+# %% ../nbs/24_accelerate.ipynb #e83ef442
+def native_bf16() -> bool:
+    "Whether this CPU computes in bfloat16 natively (AVX-512 BF16 or AMX); others emulate it."
+    return torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
+
+def autocasts(cfg: TrainConfig, model: TemporalFusionTransformer, device: torch.device) -> bool:
+    "Whether a run trains under bfloat16 autocast: as `cfg` asks, else on a native-bf16 CPU for a large enough model."
+    asked = asked_autocast(cfg, device)
+    if asked is not None: return asked
+    return native_bf16() and model.config.hidden_size >= BF16_HIDDEN
+
+# %% ../nbs/24_accelerate.ipynb #ee716eb2
+COMPILED_BEFORE = 'tft_nb_compiled.json'   # beside inductor's cache: the models compiled there, and how long each took
+
+def compiled_key(model: TemporalFusionTransformer, device: torch.device, autocast: bool) -> str:
+    "What names a model's compiled graphs: its sizes, the device's kind, autocast, and torch's and tft_nb's versions."
+    said = dict(config=dataclasses.asdict(model.config), device=device.type, autocast=autocast,
+                torch=torch.__version__, tft_nb=__version__)
+    return hashlib.sha256(json.dumps(said, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+# %% ../nbs/24_accelerate.ipynb #3a306d6f
+def compiled_before(folder: str | Path | None = None) -> dict:
+    "The models compiled in inductor's cache `folder` (by default its own): key -> seconds the compile took."
+    path = Path(folder or cache_dir()) / COMPILED_BEFORE
+    try: seen = json.loads(path.read_text())
+    except (OSError, ValueError): return {}                          # none yet, or unreadable: as if none
+    return seen if isinstance(seen, dict) else {}
+
+def note_compiled(key: str, seconds: float, folder: str | Path | None = None):
+    "Add `key` to the models compiled in inductor's cache `folder`; a cache that cannot be written is left alone."
+    path = Path(folder or cache_dir()) / COMPILED_BEFORE
+    seen = compiled_before(path.parent) | {key: round(seconds, 1)}
+    try: atomic_write(path, json.dumps(seen, indent=1).encode())
+    except OSError: pass                                              # a read-only cache: the next run compiles cold
+
+# %% ../nbs/24_accelerate.ipynb #861053f6
+def _said_why(compiled: bool, planned: int, cached: bool) -> str:
+    "The log's line for the layer's own choice of compiling."
+    need, kind = (CACHED_WINDOWS, 'cached') if cached else (COMPILE_WINDOWS, 'first')
+    verdict, flip = ('compiling', 'compile=False turns it off') if compiled else ('eager', 'compile=True forces it')
+    return f"Speed: {verdict} ({planned:,} training windows planned; a {kind} compile pays from {need:,}; {flip})"
+
+# %% ../nbs/24_accelerate.ipynb #5c2aab48
 def accelerate(model: TemporalFusionTransformer, data: WindowData, cfg: TrainConfig, device: torch.device,
-               autocast: bool = False, world: Processes = ALONE, log: logging.Logger | None = None):
-    "Make the run of `model` on `data` fast before its first epoch: its dropout, the allocator, compiled stages."
+               world: Processes = ALONE, log: logging.Logger | None = None) -> bool:
+    "Make the run of `model` on `data` fast before its first epoch; whether it trains under bfloat16 autocast."
+    log = log or logging.getLogger('tft_nb')
     fast_dropout(model)
     if device.type == 'cpu': keep_freed_memory()                     # reuse freed memory: no page faults per step
-    if not cfg.compile: return
+    autocast, planned = autocasts(cfg, model, device), cfg.epochs * world.share(len(data.train))
+    key = compiled_key(model, device, autocast)
+    cached = world.gather(key in compiled_before())[0]               # every process as the first one reads it
+    compiled = compiles(cfg, planned, cached)
+    if cfg.compile is None: log.info(_said_why(compiled, planned, cached))
+    if not compiled: return autocast
     compile_stages(model, cudagraphs=device.type == 'cuda')
     seconds = warm_up(model, data.train, cfg.batch_size, autocast, data.val, world=world)
-    (log or logging.getLogger('tft_nb')).info(f"torch.compile: the training and evaluation graphs compiled in "
-                                              f"{seconds:.1f} s")
+    log.info(f"torch.compile: the training and evaluation graphs compiled in {seconds:.1f} s")
+    if world.main: note_compiled(key, seconds)
+    return autocast

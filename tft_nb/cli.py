@@ -63,7 +63,7 @@ def add_setting(group, name: str, e: dict):
     said = e['docment'] or ''
     kw = dict(dest=name, default=argparse.SUPPRESS,
               help=said if '(default:' in said else f"{said} (default: {shown})")   # its own words, or its value
-    if anno == 'bool': group.add_argument(*flags, action=argparse.BooleanOptionalAction, **kw)
+    if anno in ('bool', 'bool | None'): group.add_argument(*flags, action=argparse.BooleanOptionalAction, **kw)
     elif anno == 'tuple': group.add_argument(*flags, type=_comma_list(default), metavar='A,B,...', **kw)
     else: group.add_argument(*flags, type={'int': int, 'float': float}.get(anno.split(' |')[0], str), **kw)
 

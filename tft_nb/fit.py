@@ -17,7 +17,7 @@ from .evaluate import check_series, predict
 from .loss import coverage
 from .calibrate import Calibration
 from .train import (TrainConfig, TrainingState, EpochProgress, GradNormStats, HISTORY_COLUMNS, Diverged,
-                          check_gradients, check_grad_norms, divergence, train_step)
+                          asked_autocast, check_gradients, check_grad_norms, divergence, train_step)
 from .files import held_signals
 from .checkpoint import add_to_sidecar
 from .run_folder import RunFolder, RunInterrupted, run_data
@@ -215,8 +215,9 @@ def run_epoch(state: TrainingState, data: WindowData, cfg: TrainConfig, folder: 
 
 # %% ../nbs/14_fit.ipynb #5db5fed0
 def plain(model: TemporalFusionTransformer, data: WindowData, cfg: TrainConfig, device: torch.device,
-          autocast: bool = False, world: Processes = ALONE, log: logging.Logger | None = None):
-    "The eager reference: nothing is done to the model or the run before the first epoch."
+          world: Processes = ALONE, log: logging.Logger | None = None) -> bool:
+    "The eager reference: nothing done to the model or the run; bf16 autocast (returned) only where `cfg` asks."
+    return bool(asked_autocast(cfg, device))
 
 # %% ../nbs/14_fit.ipynb #d65584d7
 def _default_speed() -> Callable:
@@ -237,17 +238,17 @@ def fit(model: TemporalFusionTransformer, data: WindowData, cfg: TrainConfig = T
         world.agree(_check_fit, model, data, cfg.batch_size, device)   # one process's error stops all
         with RunFolder.shared(cfg, model, run_data(data, data_config, source), resume, log, world) as folder:   # locked
             model.to(device)
-            data, autocast = data.to(device), cfg.bf16 if device.type == 'cuda' else cfg.cpu_bf16
+            data = data.to(device)
             state = TrainingState.begin(model, cfg, optimizer, world.rank)   # seeded; the optimizer checked
             with folder.interrupts(), held_signals() as signals:      # Ctrl-C, SIGTERM: stop after the step, saved
                 folder.restore(state, cfg.epochs)                     # the last check: a resume's state loads
                 if model.config.har_base and not model.har.fitted: start_at_har(model, data.train)   # a new model
                 state.net = world.wrap(model, device)                 # under torchrun: DDP, the same weights
                 log_configuration(log, source, data, data_config, model.config, cfg)
+                autocast = (speed or _default_speed())(model, data, cfg, device, world, log)   # 24_accelerate's
                 n = sum(p.numel() for p in model.parameters())
                 log.info(f"Model: {n:,} parameters on {device}, {'bf16 autocast' if autocast else 'fp32'}")
                 if line := world.describe(cfg.batch_size): log.info(line)   # how the processes share a batch
-                (speed or _default_speed())(model, data, cfg, device, autocast, world, log)   # 24_accelerate's
                 while state.epoch < cfg.epochs and not state.stopping.stopped:
                     run_epoch(state, data, cfg, folder, signals, autocast, progress, log)
                     if on_epoch is not None: on_epoch(state)                # after the epoch is saved (a tuner)

@@ -21,10 +21,10 @@ from .evaluate import bf16_autocast
 
 # %% auto #0
 __all__ = ['DEVICES', 'DOT_MIN', 'VANISHING', 'EXPLODING', 'NO_DECAY', 'HISTORY_COLUMNS', 'TrainConfig', 'check_stopping',
-           'check_train_config', 'split_share', 'micro_batch_weights', 'grad_norm', 'GradNormStats', 'check_grad_norms',
-           'param_groups', 'make_optimizer', 'TrainingError', 'check_optimizer', 'check_gradients', 'train_step',
-           'make_scheduler', 'learning_rate', 'set_learning_rate', 'EarlyStopping', 'EpochProgress', 'TrainingState',
-           'Diverged', 'nonfinite', 'divergence']
+           'check_train_config', 'asked_autocast', 'split_share', 'micro_batch_weights', 'grad_norm', 'GradNormStats',
+           'check_grad_norms', 'param_groups', 'make_optimizer', 'TrainingError', 'check_optimizer', 'check_gradients',
+           'train_step', 'make_scheduler', 'learning_rate', 'set_learning_rate', 'EarlyStopping', 'EpochProgress',
+           'TrainingState', 'Diverged', 'nonfinite', 'divergence']
 
 # %% ../nbs/10_train.ipynb #90e70eac
 DEVICES = ('auto', 'cpu', 'cuda')   # device names: 'auto' takes CUDA when it is there
@@ -56,8 +56,8 @@ class TrainConfig:
     ensemble: int = 1                        # models trained from seeds seed, seed + 1, ...; forecasts average them
     device: str = 'auto'                     # auto (CUDA if available), cpu or cuda
     bf16: bool = True                        # bfloat16 autocast on CUDA (ignored on the CPU)
-    cpu_bf16: bool = False                   # bfloat16 autocast on the CPU (native on AVX-512 BF16 or AMX CPUs)
-    compile: bool = False                    # torch.compile the model (compiling first takes minutes on a CPU)
+    cpu_bf16: bool | None = None             # bfloat16 autocast on the CPU (default: large models on native-bf16 CPUs)
+    compile: bool | None = None              # torch.compile the model (default: when the run's length pays for it)
     verbose: bool = False                    # log every step's loss and gradient norm
     overwrite: bool = False                  # a fresh run may replace an earlier run's files in checkpoint_dir
 
@@ -90,8 +90,15 @@ def check_train_config(cfg: TrainConfig):
         ('calibration_bars', cfg.calibration_bars >= 0, '>= 0'),
         ('seed', 0 <= cfg.seed < 2**63, 'in [0, 2**63)'), ('ensemble', 1 <= cfg.ensemble <= 1000, 'in [1, 1000]'),
         ('seed', cfg.seed + cfg.ensemble <= 2**63, lambda s: f"in [0, 2**63 - {s('ensemble')}]: one seed a member"),
-        ('device', cfg.device in DEVICES, one_of(DEVICES))])
+        ('device', cfg.device in DEVICES, one_of(DEVICES)),
+        ('cpu_bf16', cfg.cpu_bf16 is None or isinstance(cfg.cpu_bf16, bool), 'True, False or None (chosen by the run)'),
+        ('compile', cfg.compile is None or isinstance(cfg.compile, bool), 'True, False or None (chosen by the run)')])
     check_stopping(cfg.early_stopping_patience, cfg.early_stopping_threshold)
+
+# %% ../nbs/10_train.ipynb #34d5cdbc
+def asked_autocast(cfg: TrainConfig, device: torch.device) -> bool | None:
+    "The bfloat16 autocast `cfg` asks for on `device`: `bf16` on CUDA, `cpu_bf16` on the CPU (None: not said)."
+    return cfg.bf16 if device.type == 'cuda' else cfg.cpu_bf16
 
 # %% ../nbs/10_train.ipynb #a6b20a4d
 def split_share(n: int, rank: int = 0, world: int = 1) -> int:
