@@ -5,6 +5,7 @@
 # %% ../nbs/08a_calibrate.ipynb #b3edc1db
 # Shapes: N windows, Td horizon, Q quantiles.
 from __future__ import annotations
+from fastcore.basics import patch
 import math
 from dataclasses import dataclass
 import numpy as np, pandas as pd, torch
@@ -52,44 +53,50 @@ class Calibration:
     @property
     def by_symbol(self) -> bool: return self.offsets.dim() == 3
 
-    def apply(self, pred: Tensor, series: Tensor | None = None) -> Tensor:
-        "Calibrated forecasts (N, Td, Q) of scaled forecasts `pred` of windows of `series` (N,), sorted by level."
-        if pred.shape[1:] != self.offsets.shape[-2:]:
-            raise SettingError(f"the calibration is for (Td, Q) = {tuple(self.offsets.shape[-2:])}, the forecasts "
-                               f"are {tuple(pred.shape[1:])}")
-        if self.by_symbol and series is None: raise SettingError("a calibration by symbol needs the windows' series")
-        off = self.offsets[series.cpu()] if self.by_symbol else self.offsets
-        return (pred + off.to(pred)).sort(dim=-1).values
+# %% ../nbs/08a_calibrate.ipynb #03148ea1
+@patch
+def apply(self: Calibration, pred: Tensor, series: Tensor | None = None) -> Tensor:
+    "Calibrated forecasts (N, Td, Q) of scaled forecasts `pred` of windows of `series` (N,), sorted by level."
+    if pred.shape[1:] != self.offsets.shape[-2:]:
+        raise SettingError(f"the calibration is for (Td, Q) = {tuple(self.offsets.shape[-2:])}, the forecasts "
+                           f"are {tuple(pred.shape[1:])}")
+    if self.by_symbol and series is None: raise SettingError("a calibration by symbol needs the windows' series")
+    off = self.offsets[series.cpu()] if self.by_symbol else self.offsets
+    return (pred + off.to(pred)).sort(dim=-1).values
 
-    @classmethod
-    def fit(cls, pred: Tensor, y: Tensor, quantiles, split: str = 'val', recent: int = 250, median: bool = True,
-            series: Tensor | None = None, symbols: int = 0) -> Calibration:
-        "The calibration of forecasts `pred` (N, Td, Q) against outcomes `y` (N, Td), both scaled; by symbol if given."
-        pooled = _without_median(conformal_offsets(pred, y, quantiles), quantiles, median)
-        if series is None: return cls(tuple(quantiles), pooled, len(y), split, recent, median)
-        tables = [_without_median(conformal_offsets(pred[series == k], y[series == k], quantiles), quantiles, median)
-                  if (series == k).sum() >= 2 else pooled for k in range(symbols)]   # a symbol without: pooled
-        return cls(tuple(quantiles), torch.stack(tables), len(y), split, recent, median)
+# %% ../nbs/08a_calibrate.ipynb #f30a1d4b
+@patch(cls_method=True)
+def fit(cls: Calibration, pred: Tensor, y: Tensor, quantiles, split: str = 'val', recent: int = 250,
+        median: bool = True, series: Tensor | None = None, symbols: int = 0) -> Calibration:
+    "The calibration of forecasts `pred` (N, Td, Q) against outcomes `y` (N, Td), both scaled; by symbol if given."
+    pooled = _without_median(conformal_offsets(pred, y, quantiles), quantiles, median)
+    if series is None: return cls(tuple(quantiles), pooled, len(y), split, recent, median)
+    tables = [_without_median(conformal_offsets(pred[series == k], y[series == k], quantiles), quantiles, median)
+              if (series == k).sum() >= 2 else pooled for k in range(symbols)]   # a symbol without: pooled
+    return cls(tuple(quantiles), torch.stack(tables), len(y), split, recent, median)
 
-    def to_dict(self) -> dict:
-        "A JSON-safe dict (for a checkpoint sidecar)."
-        how = f"split conformal, per quantile level and horizon step{', per symbol' if self.by_symbol else ''}"
-        return dict(method=how, quantiles=list(self.quantiles), offsets=self.offsets.tolist(), windows=self.windows,
-                    split=self.split, recent=self.recent, median=self.median)
+# %% ../nbs/08a_calibrate.ipynb #58f389a7
+@patch
+def to_dict(self: Calibration) -> dict:
+    "A JSON-safe dict (for a checkpoint sidecar)."
+    how = f"split conformal, per quantile level and horizon step{', per symbol' if self.by_symbol else ''}"
+    return dict(method=how, quantiles=list(self.quantiles), offsets=self.offsets.tolist(), windows=self.windows,
+                split=self.split, recent=self.recent, median=self.median)
 
-    @classmethod
-    def from_dict(cls, d: dict) -> Calibration:
-        "The calibration stored by `to_dict`."
-        off = torch.tensor(d['offsets'], dtype=torch.float32)
-        if off.dim() not in (2, 3) or off.shape[-1] != len(d['quantiles']) or not torch.isfinite(off).all():
-            raise ValueError(f"calibration offsets must be a finite (Td, Q) or (S, Td, Q) table, got shape "
-                             f"{tuple(off.shape)}")
-        recent = int(d.get('recent', 0))
-        if recent < 0: raise ValueError(f"calibration recent must be >= 0, got {recent}")
-        median = d.get('median', True)
-        if not isinstance(median, bool): raise ValueError(f"calibration median must be true or false, got {median!r}")
-        return cls(tuple(float(x) for x in d['quantiles']), off, int(d['windows']), d.get('split', 'val'), recent,
-                   median)
+# %% ../nbs/08a_calibrate.ipynb #611ad648
+@patch(cls_method=True)
+def from_dict(cls: Calibration, d: dict) -> Calibration:
+    "The calibration stored by `to_dict`."
+    off = torch.tensor(d['offsets'], dtype=torch.float32)
+    if off.dim() not in (2, 3) or off.shape[-1] != len(d['quantiles']) or not torch.isfinite(off).all():
+        raise ValueError(f"calibration offsets must be a finite (Td, Q) or (S, Td, Q) table, got shape "
+                         f"{tuple(off.shape)}")
+    recent = int(d.get('recent', 0))
+    if recent < 0: raise ValueError(f"calibration recent must be >= 0, got {recent}")
+    median = d.get('median', True)
+    if not isinstance(median, bool): raise ValueError(f"calibration median must be true or false, got {median!r}")
+    return cls(tuple(float(x) for x in d['quantiles']), off, int(d['windows']), d.get('split', 'val'), recent,
+               median)
 
 # %% ../nbs/08a_calibrate.ipynb #132b7994
 def check_calibration(cal: Calibration, quantiles, horizon: int, symbols: int | None = None):

@@ -164,6 +164,20 @@ def read_table(path) -> pd.DataFrame:
     try: return pd.read_parquet(p) if p.suffix.lower() in ('.parquet', '.pq') else pd.read_csv(p)
     except Exception as e: raise DataError(f"{path}: not a readable CSV or Parquet file ({str(e).splitlines()[0]})")
 
+# %% ../nbs/17_cli.ipynb #5d557241
+def _output_checked(output, data, checkpoint) -> str:
+    "How forecasts go to `output` (`output_kind`); an `output` that is a folder, inside a file, or an input, refused."
+    if Path(output).is_dir():
+        raise SettingError(lambda s: f"{s('output')} {output} is a folder; give a file name such as "
+                                     f"{Path(output) / 'forecasts.csv'}")
+    kind = output_kind(output)
+    if not (near := next(p for p in Path(output).absolute().parents if p.exists())).is_dir():
+        raise SettingError(lambda s: f"{s('output')} {output} is inside {near}, a file, not a folder; write the "
+                                     "forecasts elsewhere")
+    if why := output_clash(output, data, checkpoint):
+        raise SettingError(lambda s: f"{s('output')} {output} {why}; write the forecasts elsewhere")
+    return kind
+
 # %% ../nbs/17_cli.ipynb #8bdb909c
 def tft_predict(checkpoint: str = 'checkpoints/tft_best', # checkpoint stem or file (default: the default run's best)
                 data: str | None = None,        # DBN/CSV/Parquet bars (default: the built-in ones, for a model of them)
@@ -177,15 +191,7 @@ def tft_predict(checkpoint: str = 'checkpoints/tft_best', # checkpoint stem or f
     "Write quantile forecasts per symbol and horizon step, in original units, from a checkpoint."
     log = logging.getLogger('tft_nb')
     with visible_log(log):
-        if Path(output).is_dir():
-            raise SettingError(lambda s: f"{s('output')} {output} is a folder; give a file name such as "
-                                         f"{Path(output) / 'forecasts.csv'}")
-        kind = output_kind(output)
-        if not (near := next(p for p in Path(output).absolute().parents if p.exists())).is_dir():
-            raise SettingError(lambda s: f"{s('output')} {output} is inside {near}, a file, not a folder; write the "
-                                         "forecasts elsewhere")
-        if why := output_clash(output, data, checkpoint):
-            raise SettingError(lambda s: f"{s('output')} {output} {why}; write the forecasts elsewhere")
+        kind = _output_checked(output, data, checkpoint)
         if data is None: bars, source = None, None                             # `forecast`'s default: `sample_bars`
         else: bars, source = load_bars(data, checkpoint_data(read_sidecar(checkpoint), checkpoint)[0].columns)
         ahead = read_table(future) if future is not None else None

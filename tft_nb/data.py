@@ -422,10 +422,8 @@ def _read_one(path: Path, columns: Sequence[str] = ()) -> pd.DataFrame:
 # the files a folder's bars are read from
 DATA_NAMES = re.compile(r'\.(dbn|dbz|csv|parquet|pq)(\.(zst|zstd|gz))?$', re.IGNORECASE)
 
-def read_ohlcv(path, columns: Sequence[str] = ()) -> pd.DataFrame:
-    "Read a DBN, CSV or Parquet file, or a folder of them (named as such), into the checked tidy frame, with `columns`."
-    path = Path(path)
-    if not path.is_dir(): return check_bars(_read_one(path, columns), path)
+def _read_folder(path: Path, columns: Sequence[str] = ()) -> pd.DataFrame:
+    "The bars of the data files in folder `path`, each read and checked, then together."
     # all but folders and hidden files: a broken link too, so that its name is reported
     found = sorted(f for f in path.iterdir() if not f.is_dir() and not f.name.startswith('.'))
     files = [f for f in found if DATA_NAMES.search(f.name)]
@@ -450,6 +448,13 @@ def read_ohlcv(path, columns: Sequence[str] = ()) -> pd.DataFrame:
         sizes = ', '.join(f'{n} is {s}' for s, n in schemas.items())
         raise DataError(f"{path}: DBN files of different bar sizes ({sizes}); keep one bar size per folder")
     return check_bars(tidy_bars(pd.concat(parts.values(), ignore_index=True), by_time=True, extra=columns), path)
+
+# %% ../nbs/01_data.ipynb #2f644cf2
+def read_ohlcv(path, columns: Sequence[str] = ()) -> pd.DataFrame:
+    "Read a DBN, CSV or Parquet file, or a folder of them (named as such), into the checked tidy frame, with `columns`."
+    path = Path(path)
+    if not path.is_dir(): return check_bars(_read_one(path, columns), path)
+    return _read_folder(path, columns)
 
 # %% ../nbs/01_data.ipynb #02e7b750
 def _arch_file(name: str) -> Path:

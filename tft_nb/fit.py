@@ -44,6 +44,17 @@ def epoch_steps(n_windows: int, cfg: TrainConfig, world_size: int = 1) -> int:
     "Optimizer steps in an epoch over `n_windows` training windows, each batch shared by `world_size` processes."
     return math.ceil(math.ceil(n_windows / (cfg.batch_size * world_size)) / cfg.accumulate_grad_batches)
 
+# %% ../nbs/14_fit.ipynb #e570b07d
+def _epoch_start(state: TrainingState, world: Processes, device: torch.device) -> tuple:
+    "Where an epoch starts: its order's state, and the norms, loss sum and steps so far (of a stopped epoch, if any)."
+    p = state.partial
+    if p is not None: state.order.set_state(p.order)                  # the stopped epoch's permutation, drawn again
+    order = state.order.get_state()
+    norms = GradNormStats(norms=None if p is None else p.norms.to(device))
+    loss_sum, done = (0.0, 0) if p is None else (world.mine(p.loss_sum).to(device), p.steps)   # this process's sum
+    state.partial = None
+    return order, norms, loss_sum, done
+
 # %% ../nbs/14_fit.ipynb #e637316b
 def train_epoch(state: TrainingState, windows: Windows, cfg: TrainConfig, autocast: bool = False,
                 progress: bool | None = None, log: logging.Logger | None = None, stop=None,
@@ -53,13 +64,8 @@ def train_epoch(state: TrainingState, windows: Windows, cfg: TrainConfig, autoca
     state.model.train()
     n_batches = math.ceil(len(windows) / (cfg.batch_size * world.size))
     n_steps = epoch_steps(len(windows), cfg, world.size)
-    p, device = state.partial, windows.rows.device
-    if p is not None: state.order.set_state(p.order)                  # the stopped epoch's permutation, drawn again
-    order = state.order.get_state()
+    order, norms, loss_sum, done = _epoch_start(state, world, windows.rows.device)
     batches = world.batches(windows, cfg.batch_size, state.order)   # this process's parts, and batch sizes
-    norms = GradNormStats(norms=None if p is None else p.norms.to(device))
-    loss_sum, done = (0.0, 0) if p is None else (world.mine(p.loss_sum).to(device), p.steps)   # this process's sum
-    state.partial = None
     bar = progress_bar(batches, n_batches, f'epoch {state.epoch + 1}/{cfg.epochs}',
                        progress if world.main else False)
     steps = itertools.islice(chunked(bar, cfg.accumulate_grad_batches), done, None)   # those done: skipped

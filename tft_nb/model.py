@@ -6,6 +6,7 @@
 # Shapes: B batch, Te past steps, Td horizon, T = Te+Td, Ve/Vd encoder/decoder variables, S static variables,
 #         H hidden, nh heads, L LSTM layers, Q quantiles.
 from __future__ import annotations
+from fastcore.basics import patch
 from dataclasses import dataclass, asdict
 import torch
 import torch.nn.functional as F
@@ -161,36 +162,45 @@ class TemporalFusionTransformer(nn.Module):
         self.register_buffer('mask', causal_mask(c.horizon, c.encoder_length + c.horizon), persistent=False)
         self.compiled = None                                        # stages compiled by 24_accelerate, if any
 
-    def select_inputs(self, batch:Batch) -> tuple[StaticContexts, Tensor, Tensor, Tensor, Tensor]:
-        "The stage before the LSTMs: static contexts, and the past and future inputs selected (Eqs. 6-8)."
-        ctx = self.static(batch.static)                                             # 4 x (B, H), (B, S)
-        x_e, w_e = self.encoder_selection(batch.encoder, ctx.selection, self.encoder_embedding)  # (B,Te,H), (B,Te,Ve)
-        x_d, w_d = self.decoder_selection(batch.decoder, ctx.selection, self.decoder_embedding)  # (B,Td,H), (B,Td,Vd)
-        return ctx, x_e, w_e, x_d, w_d
+# %% ../nbs/06_model.ipynb #c06f8b32
+@patch
+def select_inputs(self: TemporalFusionTransformer,
+                  batch:Batch) -> tuple[StaticContexts, Tensor, Tensor, Tensor, Tensor]:
+    "The stage before the LSTMs: static contexts, and the past and future inputs selected (Eqs. 6-8)."
+    ctx = self.static(batch.static)                                             # 4 x (B, H), (B, S)
+    x_e, w_e = self.encoder_selection(batch.encoder, ctx.selection, self.encoder_embedding)  # (B,Te,H), (B,Te,Ve)
+    x_d, w_d = self.decoder_selection(batch.decoder, ctx.selection, self.decoder_embedding)  # (B,Td,H), (B,Td,Vd)
+    return ctx, x_e, w_e, x_d, w_d
 
-    def decode(self, h_e:Tensor, h_d:Tensor, x_e:Tensor, x_d:Tensor, c_e:Tensor) -> tuple[Tensor, Tensor]:
-        "The stage after the LSTMs (Eqs. 17-23): quantiles (B, Td, Q) and attention (B, nh, Td, T)."
-        Te = h_e.shape[1]
-        phi = self.lstm_gate(torch.cat([h_e, h_d], 1), torch.cat([x_e, x_d], 1))    # (B, T, H)
-        theta = self.static_enrichment(phi, c_e)                                    # (B, T, H)
-        beta, attn = self.attention(theta[:, Te:], theta, theta, self.mask)         # (B, Td, H), (B, nh, Td, T)
-        delta = self.attention_gate(beta, theta[:, Te:])                            # (B, Td, H)
-        psi = self.output_gate(self.positionwise(delta), phi[:, Te:])               # (B, Td, H)
-        q = self.output(psi)                                                        # (B, Td, Q)
-        if self.config.har_base: q = q + self.har.spread                            # (B, Td, Q)
-        return (non_crossing(q) if self.config.monotone_quantiles else q), attn
+# %% ../nbs/06_model.ipynb #c9356ef8
+@patch
+def decode(self: TemporalFusionTransformer, h_e:Tensor, h_d:Tensor, x_e:Tensor, x_d:Tensor,
+           c_e:Tensor) -> tuple[Tensor, Tensor]:
+    "The stage after the LSTMs (Eqs. 17-23): quantiles (B, Td, Q) and attention (B, nh, Td, T)."
+    Te = h_e.shape[1]
+    phi = self.lstm_gate(torch.cat([h_e, h_d], 1), torch.cat([x_e, x_d], 1))    # (B, T, H)
+    theta = self.static_enrichment(phi, c_e)                                    # (B, T, H)
+    beta, attn = self.attention(theta[:, Te:], theta, theta, self.mask)         # (B, Td, H), (B, nh, Td, T)
+    delta = self.attention_gate(beta, theta[:, Te:])                            # (B, Td, H)
+    psi = self.output_gate(self.positionwise(delta), phi[:, Te:])               # (B, Td, H)
+    q = self.output(psi)                                                        # (B, Td, Q)
+    if self.config.har_base: q = q + self.har.spread                            # (B, Td, Q)
+    return (non_crossing(q) if self.config.monotone_quantiles else q), attn
 
-    def forward(self, batch:Batch) -> TFTOutput:
-        c = self.config
-        _check_batch(batch, c)
-        select, decode = self.compiled or (self.select_inputs, self.decode)
-        ctx, x_e, w_e, x_d, w_d = select(batch)
-        state = tuple(s.expand(c.lstm_layers, -1, -1).contiguous() for s in (ctx.hidden, ctx.cell))  # 2 x (L, B, H)
-        h_e, state = _lstm(self.lstm_encoder, x_e, state)                           # (B, Te, H)
-        h_d, _ = _lstm(self.lstm_decoder, x_d, state)                               # (B, Td, H)
-        q, attn = decode(h_e, h_d, x_e, x_d, ctx.enrichment)
-        if c.har_base: q = q + self.har(batch.encoder)[..., None]                   # (B, Td, Q)
-        return TFTOutput(q, ctx.weights, w_e, w_d, attn.mean(1))
+# %% ../nbs/06_model.ipynb #1dd4450d
+@patch
+def forward(self: TemporalFusionTransformer, batch:Batch) -> TFTOutput:
+    "The forecast of `batch`: quantiles, selection weights and attention, through the three stages."
+    c = self.config
+    _check_batch(batch, c)
+    select, decode = self.compiled or (self.select_inputs, self.decode)
+    ctx, x_e, w_e, x_d, w_d = select(batch)
+    state = tuple(s.expand(c.lstm_layers, -1, -1).contiguous() for s in (ctx.hidden, ctx.cell))  # 2 x (L, B, H)
+    h_e, state = _lstm(self.lstm_encoder, x_e, state)                           # (B, Te, H)
+    h_d, _ = _lstm(self.lstm_decoder, x_d, state)                               # (B, Td, H)
+    q, attn = decode(h_e, h_d, x_e, x_d, ctx.enrichment)
+    if c.har_base: q = q + self.har(batch.encoder)[..., None]                   # (B, Td, Q)
+    return TFTOutput(q, ctx.weights, w_e, w_d, attn.mean(1))
 
 # %% ../nbs/06_model.ipynb #c6326ee2
 @torch.no_grad()

@@ -140,10 +140,9 @@ def _past(fc: pd.DataFrame, symbol, origin: pd.Timestamp, history: pd.DataFrame 
     past = pd.Series(d[col].to_numpy(), index=pd.DatetimeIndex(d.ts_event)).sort_index()
     return past[past.index <= origin]
 
-# %% ../nbs/18_plots.ipynb #f2ff5f6b
-def plot_origin(fc: pd.DataFrame, symbol=None, origin=None, lookback: int = 60, history: pd.DataFrame | None = None,
-                ylabel: str = 'target') -> Figure:
-    "The last `lookback` values of `symbol` up to `origin`, then the forecast from it: its bands, median, outcomes."
+# %% ../nbs/18_plots.ipynb #7eb950df
+def _one_forecast(fc: pd.DataFrame, symbol=None, origin=None) -> tuple:
+    "The symbol, the origin and the rows (by step) of one forecast of `fc`: by default the first symbol's latest."
     symbol = sorted(set(fc.symbol))[0] if symbol is None else symbol
     if symbol not in set(fc.symbol):
         raise ValueError(f"symbol {symbol!r} has no forecasts; the forecast has {sorted(set(fc.symbol))}")
@@ -153,6 +152,13 @@ def plot_origin(fc: pd.DataFrame, symbol=None, origin=None, lookback: int = 60, 
     f = mine[mine.origin == o].sort_values('step')
     if f.empty: raise ValueError(f"origin {origin} is not among the {mine.origin.nunique()} origins of {symbol!r} "
                                  f"({mine.origin.min()} to {mine.origin.max()})")
+    return symbol, o, f
+
+# %% ../nbs/18_plots.ipynb #f2ff5f6b
+def plot_origin(fc: pd.DataFrame, symbol=None, origin=None, lookback: int = 60, history: pd.DataFrame | None = None,
+                ylabel: str = 'target') -> Figure:
+    "The last `lookback` values of `symbol` up to `origin`, then the forecast from it: its bands, median, outcomes."
+    symbol, o, f = _one_forecast(fc, symbol, origin)
     past = _past(fc, symbol, o, history)
     past = past.iloc[max(len(past) - lookback, 0):]
     qc = _qcols(fc)

@@ -127,41 +127,44 @@ class FolderLock:
     def __init__(self, folder: Path, fd: int | None, made: list[Path]):
         self.folder, self.fd, self.made = folder, fd, made
 
-    @classmethod
-    def take(cls, folder: Path, log: logging.Logger) -> FolderLock:
-        "Check that `folder` is or can be a folder written here, make it if needed and lock it; errors name it."
-        if folder.exists() and not folder.is_dir():
-            raise CheckpointError(lambda s: f"{s('checkpoint_dir')} {folder} exists and is not a folder")
-        _writable(folder)
-        made = [p for p in [folder, *folder.parents] if not p.exists()][::-1]
-        folder.mkdir(parents=True, exist_ok=True)
-        if fcntl is None:
-            log.warning(f"no folder lock on this system: do not start another run in {folder} while this one runs")
-            return cls(folder, None, made)
-        path = folder / LOCK_NAME
-        if (fd := _lock_fd(path)) is None:
-            raise CheckpointError(lambda s: f"{s('checkpoint_dir')} {folder} is in use by another training run "
-                                            f"({_holder(path)}): wait for it to end, or choose another "
-                                            f"{s('checkpoint_dir')}")
-        me = dict(pid=os.getpid(), host=socket.gethostname(), started=time.strftime('%Y-%m-%dT%H:%M:%S%z'),
-                  command=' '.join([Path(sys.argv[0]).name, *sys.argv[1:]]))
-        try:
-            os.ftruncate(fd, 0)
-            os.write(fd, json.dumps(me).encode())
-        except OSError as e:                                            # a full disk: no lock file is left behind
-            cls(folder, fd, made).release()
-            raise OSError(e.errno, f"cannot write the folder's lock file ({e.strerror})", str(path)) from None
-        return cls(folder, fd, made)
+# %% ../nbs/12_run_folder.ipynb #747b481a
+@patch(cls_method=True)
+def take(cls: FolderLock, folder: Path, log: logging.Logger) -> FolderLock:
+    "Check that `folder` is or can be a folder written here, make it if needed and lock it; errors name it."
+    if folder.exists() and not folder.is_dir():
+        raise CheckpointError(lambda s: f"{s('checkpoint_dir')} {folder} exists and is not a folder")
+    _writable(folder)
+    made = [p for p in [folder, *folder.parents] if not p.exists()][::-1]
+    folder.mkdir(parents=True, exist_ok=True)
+    if fcntl is None:
+        log.warning(f"no folder lock on this system: do not start another run in {folder} while this one runs")
+        return cls(folder, None, made)
+    path = folder / LOCK_NAME
+    if (fd := _lock_fd(path)) is None:
+        raise CheckpointError(lambda s: f"{s('checkpoint_dir')} {folder} is in use by another training run "
+                                        f"({_holder(path)}): wait for it to end, or choose another "
+                                        f"{s('checkpoint_dir')}")
+    me = dict(pid=os.getpid(), host=socket.gethostname(), started=time.strftime('%Y-%m-%dT%H:%M:%S%z'),
+              command=' '.join([Path(sys.argv[0]).name, *sys.argv[1:]]))
+    try:
+        os.ftruncate(fd, 0)
+        os.write(fd, json.dumps(me).encode())
+    except OSError as e:                                            # a full disk: no lock file is left behind
+        cls(folder, fd, made).release()
+        raise OSError(e.errno, f"cannot write the folder's lock file ({e.strerror})", str(path)) from None
+    return cls(folder, fd, made)
 
-    def release(self):
-        "Unlock, and remove the lock file and the folders `take` made that stayed empty."
-        if self.fd is not None:
-            (self.folder / LOCK_NAME).unlink(missing_ok=True)         # while held: no one else can be using it
-            os.close(self.fd)
-            self.fd = None
-        for p in reversed(self.made):
-            with contextlib.suppress(OSError): p.rmdir()                # only if empty
-        self.made = []
+# %% ../nbs/12_run_folder.ipynb #5f91649a
+@patch
+def release(self: FolderLock):
+    "Unlock, and remove the lock file and the folders `take` made that stayed empty."
+    if self.fd is not None:
+        (self.folder / LOCK_NAME).unlink(missing_ok=True)         # while held: no one else can be using it
+        os.close(self.fd)
+        self.fd = None
+    for p in reversed(self.made):
+        with contextlib.suppress(OSError): p.rmdir()                # only if empty
+    self.made = []
 
 # %% ../nbs/12_run_folder.ipynb #e4b64a79
 RESUME_MAY_CHANGE = ('epochs', 'checkpoint_dir', 'checkpoint_frequency', 'device', 'bf16', 'cpu_bf16', 'compile',
@@ -322,42 +325,44 @@ class RunFolder:
         self.earlier, self.resumed, self.lock, self.world = earlier, resumed, lock, world
         self.best = None                                                  # the best epoch's weights
 
-    @classmethod
-    def prepare(cls, cfg: TrainConfig, model, data: dict, resume=None, log: logging.Logger | None = None,
-                world_size: int = 1) -> RunFolder:
-        "Lock `cfg.checkpoint_dir` for this run, then check it and the checkpoint `resume` names; no file is written."
-        path, log = Path(cfg.checkpoint_dir), log or logging.getLogger('tft_nb')
-        lock = FolderLock.take(path, log)
-        try:
-            if left := tidy_leftovers(path): log.info(f"Tidied {len(left)} file(s) that killed saves left in {path}")
-            resumed = open_resume(resume, cfg, model, data) if resume else None
-            run_id = resumed.side['run_id'] if resumed else uuid.uuid4().hex
-            same = resumed is not None and resumed.stem.parent.resolve() == path.resolve()
-            earlier = _other_runs(path, run_id, cfg.overwrite) if same else _earlier_run(path, cfg.overwrite)
-        except BaseException:
-            lock.release()
-            raise
-        meta = dict(run_id=run_id, model_config=model.config.to_dict(), data=data, train_config=asdict(cfg),
-                    world_size=world_size)
-        return cls(path, meta, cfg.checkpoint_frequency, earlier, resumed, lock, log)
-
     def __enter__(self): return self
     def __exit__(self, *exc): self.lock.release()
 
-    @classmethod
-    def shared(cls, cfg: TrainConfig, model, data: dict, resume=None, log: logging.Logger | None = None,
-               world: Processes = ALONE) -> RunFolder:
-        "The folder on every rank: `prepare`d by rank 0, whose outcome the others share, writing nothing themselves."
-        if world is ALONE: return cls.prepare(cfg, model, data, resume, log)
-        made = []
-        def main():
-            made.append(cls.prepare(cfg, model, data, resume, log, world.size))
-            return made[0].meta, made[0].earlier, made[0].resumed
-        meta, earlier, resumed = world.agree(main, on=0)                 # rank 0's error, if any, raised on all
-        if world.main: made[0].world = world
-        path = Path(cfg.checkpoint_dir)
-        return made[0] if world.main else cls(path, meta, cfg.checkpoint_frequency, earlier, resumed,
-                                              FolderLock(path, None, []), log, world)
+# %% ../nbs/12_run_folder.ipynb #b89442b2
+@patch(cls_method=True)
+def prepare(cls: RunFolder, cfg: TrainConfig, model, data: dict, resume=None, log: logging.Logger | None = None,
+            world_size: int = 1) -> RunFolder:
+    "Lock `cfg.checkpoint_dir` for this run, then check it and the checkpoint `resume` names; no file is written."
+    path, log = Path(cfg.checkpoint_dir), log or logging.getLogger('tft_nb')
+    lock = FolderLock.take(path, log)
+    try:
+        if left := tidy_leftovers(path): log.info(f"Tidied {len(left)} file(s) that killed saves left in {path}")
+        resumed = open_resume(resume, cfg, model, data) if resume else None
+        run_id = resumed.side['run_id'] if resumed else uuid.uuid4().hex
+        same = resumed is not None and resumed.stem.parent.resolve() == path.resolve()
+        earlier = _other_runs(path, run_id, cfg.overwrite) if same else _earlier_run(path, cfg.overwrite)
+    except BaseException:
+        lock.release()
+        raise
+    meta = dict(run_id=run_id, model_config=model.config.to_dict(), data=data, train_config=asdict(cfg),
+                world_size=world_size)
+    return cls(path, meta, cfg.checkpoint_frequency, earlier, resumed, lock, log)
+
+# %% ../nbs/12_run_folder.ipynb #b439d7d9
+@patch(cls_method=True)
+def shared(cls: RunFolder, cfg: TrainConfig, model, data: dict, resume=None, log: logging.Logger | None = None,
+           world: Processes = ALONE) -> RunFolder:
+    "The folder on every rank: `prepare`d by rank 0, whose outcome the others share, writing nothing themselves."
+    if world is ALONE: return cls.prepare(cfg, model, data, resume, log)
+    made = []
+    def main():
+        made.append(cls.prepare(cfg, model, data, resume, log, world.size))
+        return made[0].meta, made[0].earlier, made[0].resumed
+    meta, earlier, resumed = world.agree(main, on=0)                 # rank 0's error, if any, raised on all
+    if world.main: made[0].world = world
+    path = Path(cfg.checkpoint_dir)
+    return made[0] if world.main else cls(path, meta, cfg.checkpoint_frequency, earlier, resumed,
+                                          FolderLock(path, None, []), log, world)
 
 # %% ../nbs/12_run_folder.ipynb #a0302189
 @patch

@@ -4,6 +4,7 @@
 
 # %% ../nbs/02_windows.ipynb #cd051350
 from __future__ import annotations
+from fastcore.basics import patch
 import logging
 from dataclasses import dataclass, field as dataclass_field, replace
 from typing import Callable, NamedTuple
@@ -240,42 +241,52 @@ class Windows:
 
     def __len__(self): return len(self.rows)
 
-    def batch(self, idx: Tensor) -> Batch:
-        "Gather windows `idx` (indices into this split) into a `Batch`."
-        g = self.rows[idx]                          # (B,) origin rows
-        e, d = g[:, None] + self._e, g[:, None] + self._d  # (B, Te), (B, Td) row indices
-        s, enc, tgt = self.series[g], self.enc[e], self.tgt[d]
-        if self.anchor is not None:                 # close: the change from the origin's value, taken in float64
-            base = self.level[g][:, None]           # (B, 1)
-            enc[..., self.anchor] = (self.level[e] - base).to(enc.dtype)   # `enc` is a gathered copy
-            if self.anchor_target: tgt = (self.level[d] - base).to(tgt.dtype)
-        static = s[:, None] if self.statics is None else torch.cat([s[:, None], self.statics[g]], 1)
-        return Batch(static, enc, self.dec[d], tgt, s, self.time_idx[g])
+# %% ../nbs/02_windows.ipynb #877b8697
+@patch
+def batch(self: Windows, idx: Tensor) -> Batch:
+    "Gather windows `idx` (indices into this split) into a `Batch`."
+    g = self.rows[idx]                          # (B,) origin rows
+    e, d = g[:, None] + self._e, g[:, None] + self._d  # (B, Te), (B, Td) row indices
+    s, enc, tgt = self.series[g], self.enc[e], self.tgt[d]
+    if self.anchor is not None:                 # close: the change from the origin's value, taken in float64
+        base = self.level[g][:, None]           # (B, 1)
+        enc[..., self.anchor] = (self.level[e] - base).to(enc.dtype)   # `enc` is a gathered copy
+        if self.anchor_target: tgt = (self.level[d] - base).to(tgt.dtype)
+    static = s[:, None] if self.statics is None else torch.cat([s[:, None], self.statics[g]], 1)
+    return Batch(static, enc, self.dec[d], tgt, s, self.time_idx[g])
 
-    def batches(self, batch_size: int, shuffle: bool = False, drop_last: bool = False,
-                generator: torch.Generator | None = None):
-        "Iterate over `Batch`es; `shuffle` draws a permutation from `generator` (on the CPU)."
-        n, device = len(self), self.rows.device
-        order = torch.randperm(n, generator=generator).to(device) if shuffle else torch.arange(n, device=device)
-        stop = n - n % batch_size if drop_last else n
-        for i in range(0, stop, batch_size): yield self.batch(order[i:i + batch_size])
+# %% ../nbs/02_windows.ipynb #e9f7d414
+@patch
+def batches(self: Windows, batch_size: int, shuffle: bool = False, drop_last: bool = False,
+            generator: torch.Generator | None = None):
+    "Iterate over `Batch`es; `shuffle` draws a permutation from `generator` (on the CPU)."
+    n, device = len(self), self.rows.device
+    order = torch.randperm(n, generator=generator).to(device) if shuffle else torch.arange(n, device=device)
+    stop = n - n % batch_size if drop_last else n
+    for i in range(0, stop, batch_size): yield self.batch(order[i:i + batch_size])
 
-    def targets(self) -> Tensor:
-        "Scaled targets (N, Td) of every window, in window order."
-        d = self.rows[:, None] + self._d
-        if not self.anchor_target: return self.tgt[d]
-        return (self.level[d] - self.level[self.rows][:, None]).to(self.tgt.dtype)
+# %% ../nbs/02_windows.ipynb #fbdc6aec
+@patch
+def targets(self: Windows) -> Tensor:
+    "Scaled targets (N, Td) of every window, in window order."
+    d = self.rows[:, None] + self._d
+    if not self.anchor_target: return self.tgt[d]
+    return (self.level[d] - self.level[self.rows][:, None]).to(self.tgt.dtype)
 
-    def to(self, device) -> Windows:
-        "A copy of these windows with every tensor on `device`."
-        t = [x.to(device) for x in (self.enc, self.dec, self.tgt, self.series, self.time_idx, self.rows)]
-        level, statics = (None if x is None else x.to(device) for x in (self.level, self.statics))
-        return Windows(*t, self.encoder_length, self.horizon, self.anchor, level, self.anchor_target, statics)
+# %% ../nbs/02_windows.ipynb #0b23ae0c
+@patch
+def to(self: Windows, device) -> Windows:
+    "A copy of these windows with every tensor on `device`."
+    t = [x.to(device) for x in (self.enc, self.dec, self.tgt, self.series, self.time_idx, self.rows)]
+    level, statics = (None if x is None else x.to(device) for x in (self.level, self.statics))
+    return Windows(*t, self.encoder_length, self.horizon, self.anchor, level, self.anchor_target, statics)
 
-    def subset(self, rows: Tensor) -> Windows:
-        "The windows whose origins are `rows`, on the same feature tensors."
-        return Windows(self.enc, self.dec, self.tgt, self.series, self.time_idx, rows, self.encoder_length,
-                       self.horizon, self.anchor, self.level, self.anchor_target, self.statics)
+# %% ../nbs/02_windows.ipynb #d4386676
+@patch
+def subset(self: Windows, rows: Tensor) -> Windows:
+    "The windows whose origins are `rows`, on the same feature tensors."
+    return Windows(self.enc, self.dec, self.tgt, self.series, self.time_idx, rows, self.encoder_length,
+                   self.horizon, self.anchor, self.level, self.anchor_target, self.statics)
 
 # %% ../nbs/02_windows.ipynb #996d2885
 @dataclass
@@ -335,10 +346,9 @@ def _log_change_scale(scaler: Scaler, r: np.ndarray, group: np.ndarray):
         sd = r[group == k].std()
         scaler.loc[k, j], scaler.scale[k, j] = 0.0, sd if sd > 0 else 1.0
 
-# %% ../nbs/02_windows.ipynb #e6f5291b
-def make_windows(bars: pd.DataFrame, cfg: DataConfig = DataConfig(), scaler: Scaler | None = None,
-                 symbols: list | None = None, source: str = '<bars>', categories: dict | None = None) -> WindowData:
-    "Features, splits, train-only scaling and windows of `bars` (any frame `read_ohlcv` would accept) for `cfg`."
+# %% ../nbs/02_windows.ipynb #a7f7a88e
+def _checked_bars(bars: pd.DataFrame, cfg: DataConfig, source: str) -> pd.DataFrame:
+    "`bars` named, typed and checked as a reader's are, with the data's own inputs of `cfg`."
     if not isinstance(cfg, DataConfig):
         raise SettingError(f"cfg must be a DataConfig (such as PRESETS['ohlcv_gk_logvol_tft_v1']), "
                            f"got {type(cfg).__name__}")
@@ -352,12 +362,11 @@ def make_windows(bars: pd.DataFrame, cfg: DataConfig = DataConfig(), scaler: Sca
             and (bars[PRICES + ['volume']].dtypes == 'float64').all())
     # a frame built by hand gets a file's checks: no NaN, times increasing
     bars = check_bars(tidy_bars(bars if tidy else normalize_columns(bars, source, user), extra=user), source)
-    bars = check_reals(bars, [n for n, k in user.items() if k != 'static'], source)
-    values = static_values(bars, cfg.static, source) if cfg.static else None   # one value per symbol
-    categories = static_categories(values) if categories is None and cfg.static else categories
-    if warn := suspect_moves_warning(bars, source): logging.getLogger('tft_nb').warning(warn)   # a split? (01_data)
-    f = make_features(bars)
-    symbols = list(symbols) if symbols is not None else sorted(f.symbol.unique())
+    return check_reals(bars, [n for n, k in user.items() if k != 'static'], source)
+
+# %% ../nbs/02_windows.ipynb #54ee0530
+def _series_and_splits(f: pd.DataFrame, cfg: DataConfig, symbols: list, source: str) -> pd.DataFrame:
+    "Features `f` with each row's series (its index in `symbols`) and split; every series too short is refused."
     series = pd.Index(symbols).get_indexer(f.symbol.astype(str)).astype('int64')   # -1: not trained on
     if (series < 0).any():
         unknown = sorted(set(f.symbol[series < 0]))
@@ -370,20 +379,37 @@ def make_windows(bars: pd.DataFrame, cfg: DataConfig = DataConfig(), scaler: Sca
                                   f"usable bars (one bar is used up by the first return), need "
                                   f"{s('encoder_length')} + {s('horizon')} = {need}")
     f['split'] = assign_splits(f, cfg)
-    origins = _split_origins(f.series.to_numpy(), f.time_idx.to_numpy(), f.split.to_numpy(),
-                             cfg.encoder_length, cfg.horizon)
-    if scaler is None: _check_training(f, bars, origins['train'], symbols, cfg, source)
-    names = list(dict.fromkeys(cfg.encoder_vars + cfg.known + (cfg.target,)))
+    return f
+
+# %% ../nbs/02_windows.ipynb #9d1c56b3
+def _scaled(f: pd.DataFrame, cfg: DataConfig, scaler: Scaler | None, n_symbols: int, names: list):
+    "The columns `names` of `f` scaled (the scaler fitted on the training rows unless given), in float64; the scaler."
     x = f[names].to_numpy('float64', copy=True)
     g = f.series.to_numpy() if cfg.per_symbol else np.zeros(len(f), dtype=np.int64)
     if 'close' in names: x[:, names.index('close')] = np.log(x[:, names.index('close')])   # log change, below
     if scaler is None:
         train = f.split.to_numpy() == 0
-        scaler = Scaler.fit(x[train], g[train], len(symbols) if cfg.per_symbol else 1, names, cfg.scaling)
+        scaler = Scaler.fit(x[train], g[train], n_symbols if cfg.per_symbol else 1, names, cfg.scaling)
         if 'close' in names: _log_change_scale(scaler, f.r.to_numpy('float64')[train], g[train])
-    zz = scaler.transform(x, g)
-    z = torch.tensor(zz, dtype=torch.float32)
-    col = lambda vs: [names.index(v) for v in vs]
+    return scaler.transform(x, g), scaler
+
+# %% ../nbs/02_windows.ipynb #a7d08f70
+def make_windows(bars: pd.DataFrame, cfg: DataConfig = DataConfig(), scaler: Scaler | None = None,
+                 symbols: list | None = None, source: str = '<bars>', categories: dict | None = None) -> WindowData:
+    "Features, splits, train-only scaling and windows of `bars` (any frame `read_ohlcv` would accept) for `cfg`."
+    bars = _checked_bars(bars, cfg, source)
+    values = static_values(bars, cfg.static, source) if cfg.static else None   # one value per symbol
+    categories = static_categories(values) if categories is None and cfg.static else categories
+    if warn := suspect_moves_warning(bars, source): logging.getLogger('tft_nb').warning(warn)   # a split? (01_data)
+    f = make_features(bars)
+    symbols = list(symbols) if symbols is not None else sorted(f.symbol.unique())
+    f = _series_and_splits(f, cfg, symbols, source)
+    origins = _split_origins(f.series.to_numpy(), f.time_idx.to_numpy(), f.split.to_numpy(),
+                             cfg.encoder_length, cfg.horizon)
+    if scaler is None: _check_training(f, bars, origins['train'], symbols, cfg, source)
+    names = list(dict.fromkeys(cfg.encoder_vars + cfg.known + (cfg.target,)))
+    zz, scaler = _scaled(f, cfg, scaler, len(symbols), names)
+    z, col = torch.tensor(zz, dtype=torch.float32), lambda vs: [names.index(v) for v in vs]
     enc, dec, tgt = z[:, col(cfg.encoder_vars)], z[:, col(cfg.known)], z[:, names.index(cfg.target)]
     series, tidx = torch.tensor(f.series.to_numpy()), torch.tensor(f.time_idx.to_numpy())
     anchor = cfg.encoder_vars.index('close') if 'close' in cfg.encoder_vars else None
