@@ -129,8 +129,8 @@ def headline(r: dict) -> dict:
                rss=r['peak_rss_mib'], rss_train=t['peak_rss_mib_after_train'])
     if 'inference' in r: out['infer'] = r['inference']['forward_samples_per_s']
     if 'tft' in r: out.update(q50=r['tft']['test']['q_risk_p50'], q90=r['tft']['test']['q_risk_p90'])
-    out.update(speed_s=r['speed']['seconds'], compiled=float(r['speed']['compiled']),
-               bf16=float(r['speed']['autocast']))
+    if 'speed' in r: out.update(speed_s=r['speed']['seconds'], compiled=float(r['speed']['compiled']),
+                                bf16=float(r['speed']['autocast']))
     return out
 
 def one_run(side: str, a: argparse.Namespace, out: Path) -> dict:
