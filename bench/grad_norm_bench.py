@@ -11,10 +11,10 @@ benchmark task's shape (60 past days, 5 ahead, 6 encoder and 2 decoder inputs, o
       that is norm + Adam in (a) and Adam alone in (b) (timed by the optimizer's step hooks). The forward and
       backward passes before it are the same code in both, so the difference of the tails is what the norm adds
       to a step: its own time, less what the Adam step saves by finding gradients the norm just read in cache;
-  (d) the norm repeated 200 times on the same gradients (warm caches); for comparison, its GPU path
-      (`dot_min=inf`: one foreach norm over all gradients) and `torch.nn.utils.get_total_norm`, the same kernel
-      behind more Python;
-  (f) the host's time per call of the GPU path and of `get_total_norm` on one-element stand-ins for the model's
+  (d) the norm repeated 200 times on the same gradients (warm caches); for comparison, `get_total_norm` called on
+      the gradients directly, and `dot_norm`, grad_norm's CPU path until 2026-12-07 (a BLAS dot product per
+      gradient of 65,536 elements or more, the others' norms by the foreach kernel);
+  (f) the host's time per call of grad_norm and of `get_total_norm` on one-element stand-ins for the model's
       gradients (alternating, no synchronisation): what each costs to launch, which counts where launches bound a step;
   (g) the norm against the cheapest read of the same fresh gradients (a plain sum of each, not a norm), alternating
       after backward passes: how far the norm is above what reading the gradients from memory costs at all.
@@ -26,13 +26,20 @@ which includes any wait for the host to launch the kernels.
 Usage: python bench/grad_norm_bench.py [--steps N] [--device cpu|cuda]
                                       [--hidden 256 --heads 8 --lstm-layers 2 --batch 32]
 """
-import argparse, math, statistics, time
+import argparse, statistics, time
 import torch
 import tft_nb.train as F
 from step_bench import make_batch              # bench/ is on sys.path when this file runs as a script
 from tft_nb.model import TFTConfig, TemporalFusionTransformer
 from tft_nb.loss import quantile_loss
 from tft_nb.train import grad_norm, GradNormStats
+
+def dot_norm(params, dot_min: int = 65536):
+    "grad_norm's CPU path until 2026-12-07: a BLAS dot product per large gradient, the foreach kernel for the rest."
+    grads = [p.grad for p in params if p.grad is not None]
+    big, small = [g for g in grads if g.numel() >= dot_min], [g for g in grads if g.numel() < dot_min]
+    rest = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(small))) if small else torch.zeros(())
+    return torch.stack([torch.dot(g.reshape(-1), g.reshape(-1)) for g in big] + [rest.square()]).sum().sqrt()
 
 def sync(dev):
     if dev.type == 'cuda': torch.cuda.synchronize()
@@ -110,7 +117,7 @@ def main(steps=20, device='cpu', hidden=256, heads=8, lstm_layers=2, batch=32):
     for _ in range(200):
         sync(dev)
         t0 = time.perf_counter()
-        grad_norm(params, dot_min=math.inf)
+        dot_norm(params)
         sync(dev)
         tg.append(time.perf_counter() - t0)
     floor = {'norm': lambda: grad_norm(params),   # each gathers the gradients from `params` itself, as a step would
@@ -127,7 +134,7 @@ def main(steps=20, device='cpu', hidden=256, heads=8, lstm_layers=2, batch=32):
         tf[k].append(time.perf_counter() - t0)
     stand_ins = [torch.nn.Parameter(torch.zeros(1, device=dev)) for _ in params]
     for q in stand_ins: q.grad = torch.ones(1, device=dev)
-    host = {'grad_norm': lambda: grad_norm(stand_ins, dot_min=math.inf),
+    host = {'grad_norm': lambda: grad_norm(stand_ins),
             'get_total_norm': lambda: torch.nn.utils.get_total_norm([q.grad for q in stand_ins], foreach=True)}
     th = {k: [] for k in host}
     for i in range(2000):
@@ -147,7 +154,7 @@ def main(steps=20, device='cpu', hidden=256, heads=8, lstm_layers=2, batch=32):
     print(f"(c) norm + stats inside (a)         {c * 1e3:9.3f} ms (median of {steps}; "
           f"min {min(inside) * 1e3:.3f}, max {max(inside) * 1e3:.3f})")
     print(f"(d) norm + stats, warm, repeated    {d * 1e3:9.3f} ms (median of 200)")
-    print(f"    its GPU path (dot_min=inf), warm: {med(tg) * 1e3:.3f} ms;   "
+    print(f"    dot_norm (the CPU path before), warm: {med(tg) * 1e3:.3f} ms;   "
           f"torch.nn.utils.get_total_norm(foreach=True), warm: {e * 1e3:.3f} ms (medians of 200)")
     print(f"(e) step tail, backward end to opt.step end: norm + Adam {med(tail_a) * 1e3:.2f} ms in (a), "
           f"Adam alone {med(tail_b) * 1e3:.2f} ms in (b): "
@@ -156,7 +163,7 @@ def main(steps=20, device='cpu', hidden=256, heads=8, lstm_layers=2, batch=32):
           f"its own time, (c)/(a): {100 * c / a:.3f}% (max single step {100 * max(inside) / a:.3f}%);   "
           f"(a-b)/b: {100 * (a - bb) / bb:+.2f}% (noise-limited A/B of whole steps)")
     print(f"(f) host time per call on {len(params)} one-element gradients: "
-          f"grad_norm's GPU path {med(th['grad_norm']) * 1e6:.1f} us, "
+          f"grad_norm {med(th['grad_norm']) * 1e6:.1f} us, "
           f"get_total_norm {med(th['get_total_norm']) * 1e6:.1f} us (medians of 2000, alternating)")
     print(f"(g) reading every gradient once right after the backward pass: grad_norm {med(tf['norm']) * 1e3:.3f} ms, "
           f"a plain sum of each (not a norm; the cheapest reduction that reads them) {med(tf['sum']) * 1e3:.3f} ms "

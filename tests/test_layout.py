@@ -45,7 +45,8 @@ def test_the_speed_layer_is_applied_from_outside():
     assert sorted(m for m, deps in imports().items() if 'accelerate' in deps) == []
     assert sorted(m for m, deps in imports(top_level=False).items() if 'accelerate' in deps) == ['fit']
     for meaning, mechanism in [('model', 'torch.compile'), ('fit', 'torch.compile'), ('device', 'mallopt'),
-                               ('gating', 'packed_dropout'), ('gating', 'hashed')]:
+                               ('gating', 'packed_dropout'), ('gating', 'hashed'), ('train', 'torch.dot'),
+                               ('fit', 'cpu_bf16'), ('fit', 'cfg.compile')]:
         assert mechanism not in (PKG / f'{meaning}.py').read_text(), (meaning, mechanism)
 
 

@@ -20,7 +20,7 @@ from .loss import quantile_loss
 from .evaluate import bf16_autocast
 
 # %% auto #0
-__all__ = ['DEVICES', 'DOT_MIN', 'VANISHING', 'EXPLODING', 'NO_DECAY', 'HISTORY_COLUMNS', 'TrainConfig', 'check_stopping',
+__all__ = ['DEVICES', 'VANISHING', 'EXPLODING', 'NO_DECAY', 'HISTORY_COLUMNS', 'TrainConfig', 'check_stopping',
            'check_train_config', 'asked_autocast', 'split_share', 'micro_batch_weights', 'grad_norm', 'GradNormStats',
            'check_grad_norms', 'param_groups', 'make_optimizer', 'TrainingError', 'check_optimizer', 'check_gradients',
            'train_step', 'make_scheduler', 'learning_rate', 'set_learning_rate', 'EarlyStopping', 'EpochProgress',
@@ -111,9 +111,7 @@ def micro_batch_weights(sizes: list[int], rank: int = 0, world: int = 1) -> list
     return [world * split_share(n, rank, world) / total for n in sizes]
 
 # %% ../nbs/10_train.ipynb #3f704b09
-DOT_MIN = 65536   # on the CPU, gradients of this many elements or more take a BLAS dot product
-
-def grad_norm(params, dot_min: float | None = None) -> Tensor:
+def grad_norm(params) -> Tensor:
     "Global L2 norm of the gradients of `params` (parameters or a module), a 0-d tensor on their device."
     params = list(params.parameters() if isinstance(params, nn.Module) else params)
     grads = [p.grad for p in params if p.grad is not None]
@@ -122,12 +120,7 @@ def grad_norm(params, dot_min: float | None = None) -> Tensor:
             raise TypeError("grad_norm takes parameters or a module (it reads their .grad), and none of these "
                             "requires grad; for a list of gradients use torch.nn.utils.get_total_norm")
         return torch.zeros(())
-    if dot_min is None: dot_min = DOT_MIN if grads[0].device.type == 'cpu' else math.inf
-    big, small = [g for g in grads if g.numel() >= dot_min], [g for g in grads if g.numel() < dot_min]
-    rest = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(small))) if small else None   # norm of the norms
-    if not big: return rest
-    squares = [torch.dot(g.reshape(-1), g.reshape(-1)) for g in big] + ([rest.square()] if small else [])
-    return torch.stack(squares).sum().sqrt()
+    return torch.nn.utils.get_total_norm(grads, foreach=True)        # the norm of the tensors' norms
 
 # %% ../nbs/10_train.ipynb #de09c25f
 VANISHING, EXPLODING = 1e-8, 100.0   # gradient-norm warning thresholds
