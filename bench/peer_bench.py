@@ -89,7 +89,8 @@ def tft_side(a: argparse.Namespace) -> dict:
     cfg = TrainConfig(epochs=a.throughput_epochs, **tcfg)
     state = TrainingState.begin(model, cfg)
     t0 = time.perf_counter()                         # as `fit` does, choosing as the accuracy run's 50 epochs would
-    autocast = accelerate(model, data, TrainConfig(epochs=50, **tcfg), torch.device('cpu'))
+    settled = accelerate(model, data, TrainConfig(epochs=50, **tcfg), torch.device('cpu'))
+    autocast = bool(settled.cpu_bf16)
     res['speed'] = dict(seconds=time.perf_counter() - t0, compiled=model.compiled is not None, autocast=autocast)
     times = []
     with rp.Contention() as cont:

@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn, Tensor
 from torch.utils.checkpoint import checkpoint
+from torch.utils.flop_counter import FlopCounterMode
 from .windows import Windows, WindowData
 from .model import TemporalFusionTransformer
 from .evaluate import EVAL_BATCH, bf16_autocast, infer_batch
@@ -20,10 +21,11 @@ from torch._inductor.runtime.cache_dir_utils import cache_dir
 from .processes import ALONE, Processes
 
 # %% auto #0
-__all__ = ['PACKED_MIN', 'M_TRIM_THRESHOLD', 'M_MMAP_THRESHOLD', 'MMAP_MAX', 'COMPILE_WINDOWS', 'CACHED_WINDOWS', 'BF16_HIDDEN',
+__all__ = ['PACKED_MIN', 'M_TRIM_THRESHOLD', 'M_MMAP_THRESHOLD', 'MMAP_MAX', 'COMPILE_FLOPS', 'CACHED_FLOPS', 'BF16_HIDDEN',
            'COMPILED_BEFORE', 'keep_mask', 'packed_dropout', 'hashed_keep', 'hashed_dropout', 'dropout', 'FastDropout',
            'fast_dropout', 'compile_stages', 'keep_freed_memory', 'release_freed_memory', 'pass_sizes', 'warm_up',
-           'compiles', 'native_bf16', 'autocasts', 'compiled_key', 'compiled_before', 'note_compiled', 'accelerate']
+           'compiles', 'window_flops', 'native_bf16', 'autocasts', 'compiled_key', 'compiled_before', 'note_compiled',
+           'accelerate']
 
 # %% ../nbs/24_accelerate.ipynb #0433ada6
 @torch.library.custom_op('tft_nb::keep_mask', mutates_args=())
@@ -171,17 +173,26 @@ def warm_up(model: TemporalFusionTransformer, windows: Windows, batch_size: int,
     release_freed_memory()                                             # and the evaluation graphs
     return time.perf_counter() - t0
 
-# %% ../nbs/24_accelerate.ipynb #003a4251
-COMPILE_WINDOWS = 500_000   # planned training windows that earn back a compile from a cold inductor cache
-CACHED_WINDOWS = 50_000     # the same from inductor's cache (this machine compiled the model before)
-BF16_HIDDEN = 128           # on a CPU with native bfloat16, the hidden size from which autocast pays
+# %% ../nbs/24_accelerate.ipynb #29bde212
+COMPILE_FLOPS = 1e13   # training FLOPs a run plans from which a compile from a cold inductor cache pays
+CACHED_FLOPS = 1e12    # the same from inductor's cache (this machine compiled the model before)
+BF16_HIDDEN = 128      # on a CPU with native bfloat16, the hidden size from which autocast pays
 
-def compiles(cfg: TrainConfig, planned: int, cached: bool = False) -> bool:
-    "Whether a run compiles: `cfg.compile` if said, else whether its `planned` training windows earn the compile back."
+def compiles(cfg: TrainConfig, planned: float, cached: bool = False) -> bool:
+    "Whether a run compiles: `cfg.compile` if said, else whether the FLOPs it plans earn the compile back."
     if cfg.compile is not None: return cfg.compile
-    return planned >= (CACHED_WINDOWS if cached else COMPILE_WINDOWS)
+    return planned >= (CACHED_FLOPS if cached else COMPILE_FLOPS)
 
-# %% ../nbs/24_accelerate.ipynb #e83ef442
+# %% ../nbs/24_accelerate.ipynb #3b5df719
+def window_flops(model: TemporalFusionTransformer, windows: Windows) -> float:
+    "FLOPs of one window's training pass (forward and backward), counted on two windows; weights and RNG kept."
+    device = windows.rows.device
+    with torch.random.fork_rng(devices=[device] if device.type == 'cuda' else []), FlopCounterMode(display=False) as fc:
+        model(windows.batch(torch.arange(min(2, len(windows)), device=device))).quantiles.sum().backward()
+    model.zero_grad(set_to_none=True)
+    return fc.get_total_flops() / min(2, len(windows))
+
+# %% ../nbs/24_accelerate.ipynb #8e5177f9
 def native_bf16() -> bool:
     "Whether this CPU computes in bfloat16 natively (AVX-512 BF16 or AMX); others emulate it."
     return torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
@@ -216,28 +227,31 @@ def note_compiled(key: str, seconds: float, folder: str | Path | None = None):
     try: atomic_write(path, json.dumps(seen, indent=1).encode())
     except OSError: pass                                              # a read-only cache: the next run compiles cold
 
-# %% ../nbs/24_accelerate.ipynb #861053f6
-def _said_why(compiled: bool, planned: int, cached: bool) -> str:
+# %% ../nbs/24_accelerate.ipynb #3751f6b8
+def _said_why(compiled: bool, planned: float, cached: bool) -> str:
     "The log's line for the layer's own choice of compiling."
-    need, kind = (CACHED_WINDOWS, 'cached') if cached else (COMPILE_WINDOWS, 'first')
+    need, kind = (CACHED_FLOPS, 'cached') if cached else (COMPILE_FLOPS, 'first')
     verdict, flip = ('compiling', 'compile=False turns it off') if compiled else ('eager', 'compile=True forces it')
-    return f"Speed: {verdict} ({planned:,} training windows planned; a {kind} compile pays from {need:,}; {flip})"
+    return (f"Speed: {verdict} (the run plans {planned:.2g} training FLOPs; a {kind} compile pays from {need:.0g}; "
+            f"{flip})")
 
-# %% ../nbs/24_accelerate.ipynb #5c2aab48
+# %% ../nbs/24_accelerate.ipynb #ae180808
 def accelerate(model: TemporalFusionTransformer, data: WindowData, cfg: TrainConfig, device: torch.device,
-               world: Processes = ALONE, log: logging.Logger | None = None) -> bool:
-    "Make the run of `model` on `data` fast before its first epoch; whether it trains under bfloat16 autocast."
+               world: Processes = ALONE, log: logging.Logger | None = None) -> TrainConfig:
+    "Make the run of `model` on `data` fast before its first epoch; `cfg` with `compile` and `cpu_bf16` settled."
     log = log or logging.getLogger('tft_nb')
     fast_dropout(model)
     if device.type == 'cpu': keep_freed_memory()                     # reuse freed memory: no page faults per step
-    autocast, planned = autocasts(cfg, model, device), cfg.epochs * world.share(len(data.train))
+    autocast = autocasts(cfg, model, device)
     key = compiled_key(model, device, autocast)
     cached = world.gather(key in compiled_before())[0]               # every process as the first one reads it
+    planned = cfg.epochs * world.share(len(data.train)) * window_flops(model, data.train)
     compiled = compiles(cfg, planned, cached)
     if cfg.compile is None: log.info(_said_why(compiled, planned, cached))
-    if not compiled: return autocast
+    settled = dataclasses.replace(cfg, compile=compiled, **({'cpu_bf16': autocast} if device.type == 'cpu' else {}))
+    if not compiled: return settled
     compile_stages(model, cudagraphs=device.type == 'cuda')
     seconds = warm_up(model, data.train, cfg.batch_size, autocast, data.val, world=world)
     log.info(f"torch.compile: the training and evaluation graphs compiled in {seconds:.1f} s")
     if world.main: note_compiled(key, seconds)
-    return autocast
+    return settled

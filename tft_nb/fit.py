@@ -221,9 +221,9 @@ def run_epoch(state: TrainingState, data: WindowData, cfg: TrainConfig, folder: 
 
 # %% ../nbs/14_fit.ipynb #5db5fed0
 def plain(model: TemporalFusionTransformer, data: WindowData, cfg: TrainConfig, device: torch.device,
-          world: Processes = ALONE, log: logging.Logger | None = None) -> bool:
-    "The eager reference: nothing done to the model or the run; bf16 autocast (returned) only where `cfg` asks."
-    return bool(asked_autocast(cfg, device))
+          world: Processes = ALONE, log: logging.Logger | None = None) -> TrainConfig:
+    "The eager reference: nothing done to the model or the run, and nothing settled (`cfg` as it is)."
+    return cfg
 
 # %% ../nbs/14_fit.ipynb #d65584d7
 def _default_speed() -> Callable:
@@ -251,7 +251,9 @@ def fit(model: TemporalFusionTransformer, data: WindowData, cfg: TrainConfig = T
                 if model.config.har_base and not model.har.fitted: start_at_har(model, data.train)   # a new model
                 state.net = world.wrap(model, device)                 # under torchrun: DDP, the same weights
                 log_configuration(log, source, data, data_config, model.config, cfg)
-                autocast = (speed or _default_speed())(model, data, cfg, device, world, log)   # 24_accelerate's
+                cfg = (speed or _default_speed())(model, data, folder.continued(cfg), device, world, log)
+                folder.settle(cfg)                                        # what the speed chose, saved with the run
+                autocast = bool(asked_autocast(cfg, device))              # bf16: as settled, or as `cfg` asks
                 n = sum(p.numel() for p in model.parameters())
                 log.info(f"Model: {n:,} parameters on {device}, {'bf16 autocast' if autocast else 'fp32'}")
                 if line := world.describe(cfg.batch_size): log.info(line)   # how the processes share a batch

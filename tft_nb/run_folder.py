@@ -5,7 +5,7 @@
 # %% ../nbs/12_run_folder.ipynb #b13faa0c
 from __future__ import annotations
 import contextlib, csv, errno, io, json, logging, math, os, signal, socket, sys, tempfile, time, uuid
-from dataclasses import dataclass, asdict
+from dataclasses import dataclass, asdict, replace
 from pathlib import Path
 import numpy as np, pandas as pd
 from fastcore.basics import patch
@@ -409,6 +409,19 @@ def restore(self: RunFolder, state: TrainingState, epochs: int):
     self.best = r.best[0]
     if not r.best_saved or r.stem.parent.resolve() != self.path.resolve():   # tft_best behind, or a new folder
         self._commit(checkpoint_files(self.path / 'tft_best', *r.best)[1])
+
+# %% ../nbs/12_run_folder.ipynb #385380e8
+@patch
+def continued(self: RunFolder, cfg: TrainConfig) -> TrainConfig:
+    "`cfg` with each setting left `None` as the resumed run settled it; a fresh run's `cfg` as it is."
+    if self.resumed is None: return cfg
+    saved = self.resumed.side['train_config']
+    return replace(cfg, **{k: saved[k] for k, v in asdict(cfg).items() if v is None and saved.get(k) is not None})
+
+@patch
+def settle(self: RunFolder, cfg: TrainConfig):
+    "Record `cfg`, with the settings its speed settled, as the run's settings in every checkpoint from now on."
+    self.meta['train_config'] = asdict(cfg)
 
 # %% ../nbs/12_run_folder.ipynb #9163b18b
 @patch
