@@ -154,6 +154,10 @@ def pass_sizes(n: int, batch_size: int, world: Processes = ALONE) -> list[int]:
     return list(dict.fromkeys(shares))
 
 # %% ../nbs/24_accelerate.ipynb #48358746
+def _kept_rng(device: torch.device):
+    "A block whose random draws leave the run's generators (the CPU's, and `device`'s on CUDA) as they were."
+    return torch.random.fork_rng(devices=[device] if device.type == 'cuda' else [])
+
 def warm_up(model: TemporalFusionTransformer, windows: Windows, batch_size: int, autocast: bool = False,
             eval_windows: Windows | None = None, eval_batch_size: int = EVAL_BATCH, world: Processes = ALONE) -> float:
     "Compile this process's graphs for `windows` and `eval_windows` (freed memory handed back); weights and RNG kept."
@@ -161,7 +165,7 @@ def warm_up(model: TemporalFusionTransformer, windows: Windows, batch_size: int,
     first = lambda w, b: w.batch(torch.arange(b, device=device))   # the first `b` windows of `w`
     ev = windows if eval_windows is None else eval_windows
     ev_share = world.share(len(ev))                                # `val_loss` evaluates this process's share
-    with torch.random.fork_rng(devices=[device] if device.type == 'cuda' else []):
+    with _kept_rng(device):
         for b in pass_sizes(len(windows), batch_size, world):
             with bf16_autocast(device, autocast): model(first(windows, b)).quantiles.float().sum().backward()
         release_freed_memory()                                         # what compiling the training graphs freed
@@ -187,7 +191,7 @@ def compiles(cfg: TrainConfig, planned: float, cached: bool = False) -> bool:
 def window_flops(model: TemporalFusionTransformer, windows: Windows) -> float:
     "FLOPs of one window's training pass (forward and backward), counted on two windows; weights and RNG kept."
     device = windows.rows.device
-    with torch.random.fork_rng(devices=[device] if device.type == 'cuda' else []), FlopCounterMode(display=False) as fc:
+    with _kept_rng(device), FlopCounterMode(display=False) as fc:
         model(windows.batch(torch.arange(min(2, len(windows)), device=device))).quantiles.sum().backward()
     model.zero_grad(set_to_none=True)
     return fc.get_total_flops() / min(2, len(windows))
@@ -204,7 +208,7 @@ def autocasts(cfg: TrainConfig, model: TemporalFusionTransformer, device: torch.
     return native_bf16() and model.config.hidden_size >= BF16_HIDDEN
 
 # %% ../nbs/24_accelerate.ipynb #ee716eb2
-COMPILED_BEFORE = 'tft_nb_compiled.json'   # beside inductor's cache: the models compiled there, and how long each took
+COMPILED_BEFORE = 'tft_nb_compiled.json'   # beside inductor's cache: the keys of the models compiled there
 
 def compiled_key(model: TemporalFusionTransformer, device: torch.device, autocast: bool) -> str:
     "What names a model's compiled graphs: its sizes, the device's kind, autocast, and torch's and tft_nb's versions."
@@ -213,18 +217,17 @@ def compiled_key(model: TemporalFusionTransformer, device: torch.device, autocas
     return hashlib.sha256(json.dumps(said, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 # %% ../nbs/24_accelerate.ipynb #3a306d6f
-def compiled_before(folder: str | Path | None = None) -> dict:
-    "The models compiled in inductor's cache `folder` (by default its own): key -> seconds the compile took."
+def compiled_before(folder: str | Path | None = None) -> set[str]:
+    "The keys of the models compiled in inductor's cache `folder` (by default its own)."
     path = Path(folder or cache_dir()) / COMPILED_BEFORE
     try: seen = json.loads(path.read_text())
-    except (OSError, ValueError): return {}                          # none yet, or unreadable: as if none
-    return seen if isinstance(seen, dict) else {}
+    except (OSError, ValueError): return set()                       # none yet, or unreadable: as if none
+    return set(seen) if isinstance(seen, list) else set()
 
-def note_compiled(key: str, seconds: float, folder: str | Path | None = None):
+def note_compiled(key: str, folder: str | Path | None = None):
     "Add `key` to the models compiled in inductor's cache `folder`; a cache that cannot be written is left alone."
     path = Path(folder or cache_dir()) / COMPILED_BEFORE
-    seen = compiled_before(path.parent) | {key: round(seconds, 1)}
-    try: atomic_write(path, json.dumps(seen, indent=1).encode())
+    try: atomic_write(path, json.dumps(sorted(compiled_before(path.parent) | {key})).encode())
     except OSError: pass                                              # a read-only cache: the next run compiles cold
 
 # %% ../nbs/24_accelerate.ipynb #3751f6b8
@@ -243,15 +246,16 @@ def accelerate(model: TemporalFusionTransformer, data: WindowData, cfg: TrainCon
     fast_dropout(model)
     if device.type == 'cpu': keep_freed_memory()                     # reuse freed memory: no page faults per step
     autocast = autocasts(cfg, model, device)
-    key = compiled_key(model, device, autocast)
-    cached = world.gather(key in compiled_before())[0]               # every process as the first one reads it
-    planned = cfg.epochs * world.share(len(data.train)) * window_flops(model, data.train)
-    compiled = compiles(cfg, planned, cached)
-    if cfg.compile is None: log.info(_said_why(compiled, planned, cached))
+    key, compiled = compiled_key(model, device, autocast), cfg.compile
+    if compiled is None:                                             # the layer's choice: count, and look it up
+        cached = world.gather(key in compiled_before())[0]           # every process as the first one reads it
+        planned = cfg.epochs * world.share(len(data.train)) * window_flops(model, data.train)
+        compiled = compiles(cfg, planned, cached)
+        log.info(_said_why(compiled, planned, cached))
     settled = dataclasses.replace(cfg, compile=compiled, **({'cpu_bf16': autocast} if device.type == 'cpu' else {}))
     if not compiled: return settled
     compile_stages(model, cudagraphs=device.type == 'cuda')
     seconds = warm_up(model, data.train, cfg.batch_size, autocast, data.val, world=world)
     log.info(f"torch.compile: the training and evaluation graphs compiled in {seconds:.1f} s")
-    if world.main: note_compiled(key, seconds)
+    if world.main: note_compiled(key)
     return settled
