@@ -28,10 +28,10 @@ def conformal_offsets(pred: Tensor, y: Tensor, quantiles) -> Tensor:
 
 # %% ../nbs/08a_calibrate.ipynb #edc49b8a
 def _ranked(scores: Tensor, quantiles) -> Tensor:
-    "The ceil((n+1) tau)-th smallest of the n `scores` (n, Td, Q) of each level tau and step; (Td, Q)."
-    n = len(scores)
-    k = torch.tensor([min(n, math.ceil((n + 1) * q)) for q in quantiles])          # (Q,) 1-based ranks
-    return scores.double().sort(dim=0).values[k - 1, :, torch.arange(len(quantiles))].T.float()
+    "The ceil((n+1) tau)-th smallest of the n `scores` (..., n, Td, Q) of each level tau and step; (..., Td, Q)."
+    n = scores.shape[-3]
+    k = [min(n, math.ceil((n + 1) * q)) for q in quantiles]                          # 1-based ranks
+    return torch.stack([scores[..., i].kthvalue(r, dim=-2).values for i, r in enumerate(k)], -1).float()
 
 # %% ../nbs/08a_calibrate.ipynb #b97991c4
 def _without_median(offsets: Tensor, quantiles, median: bool = False) -> Tensor:
@@ -125,15 +125,23 @@ def calibrate(model, windows: Windows, batch_size: int = EVAL_BATCH, split: str 
 def recent_offsets(scores: Tensor, ends: np.ndarray, at: np.ndarray, quantiles, bars: int,
                    fallback: Tensor) -> Tensor:
     "Offsets (N, Td, Q) at times `at` from the `scores` (H, Td, Q) whose `ends` lie in the last `bars` ends <= then."
+    times, which = np.unique(at, return_inverse=True)                     # the origins, and each forecast's
+    out = fallback.expand(len(times), *fallback.shape).clone()
+    if bars < 1: return out[torch.from_numpy(which)]
     u = np.unique(ends)                                                   # sorted arrival times of outcomes
-    out = fallback.expand(len(at), *fallback.shape).clone()
-    if bars < 1: return out
-    for a in np.unique(at):
-        j = np.searchsorted(u, a, side='right')                          # ends known at `a`
-        if j < bars: continue                                            # not yet a full window: the fallback
-        pick = (ends >= u[j - bars]) & (ends <= a)
-        out[torch.from_numpy(at == a)] = _ranked(scores[torch.from_numpy(pick)], quantiles)   # y - pred
-    return out
+    j = np.searchsorted(u, times, side='right')                           # ends known at each origin
+    full = np.flatnonzero(j >= bars)                                      # the others: not yet a full window
+    order = np.argsort(ends, kind='stable')
+    e, s = ends[order], scores[torch.from_numpy(order)]                   # scores y - pred in the order they ended
+    lo = np.searchsorted(e, u[j[full] - bars], side='left')               # each origin's scores: s[lo:hi]
+    hi = np.searchsorted(e, times[full], side='right')
+    for n in np.unique(hi - lo):                                          # origins with as many scores at once
+        rows, starts = full[hi - lo == n], lo[hi - lo == n]
+        step = max(1, 2**22 // (n * s[0].numel()))                        # origins a batch: about 32 MB of scores
+        for c in range(0, len(rows), step):
+            take = torch.from_numpy(starts[c:c + step, None] + np.arange(n))     # (origins, n) indices into s
+            out[torch.from_numpy(rows[c:c + step])] = _ranked(s[take], quantiles)
+    return out[torch.from_numpy(which)]
 
 # %% ../nbs/08a_calibrate.ipynb #d9c87ea9
 def _bar_times(data: WindowData, rows: Tensor) -> np.ndarray:
