@@ -17,11 +17,11 @@ and copy, the memory it shares with the parent (a full collection there would co
 Usage: `python tests/corpus_runner.py CASES RESULTS` (either may be `-`: stdin, stdout), or
 `python tests/corpus_runner.py --serve`: one case a line on stdin, its result a line on stdout, until stdin closes (the
 tests' `procs.cli` runs console scripts through it). CASES is a JSON object:
-`{"cases": [{"id", "program" ("tft_train" or "tft_predict"), "argv" (list), "cwd"[, "limit_s"]}, ...], "jobs": 2,
+`{"cases": [{"id", "program" (a console script of MAINS), "argv" (list), "cwd"[, "limit_s"]}, ...], "jobs": 2,
 "limit_s": 120}`.
 Each child changes to `cwd` (it runs there as the console script would), sends its fds 1 and 2 to files of the
-runner's own temporary folder (never the case's) and its fd 0 to /dev/null, runs `main_train(argv)` or
-`main_predict(argv)` and exits with its status (a `SystemExit` code as the interpreter would turn it into one; an
+runner's own temporary folder (never the case's) and its fd 0 to /dev/null, runs the command's main (`main_train(argv)`,
+`main_predict(argv)`, ...) and exits with its status (a `SystemExit` code as the interpreter would turn it into one; an
 uncaught exception prints its traceback and exits 1). `jobs` children run at a time; one still running after `limit_s`
 seconds (its own, else the spec's) gets SIGKILL. RESULTS is a JSON object: id -> {"status": the exit status or null,
 "signal": the number of the signal that ended the child or null, "timed_out", "stdout", "stderr", "seconds"}.
@@ -31,14 +31,15 @@ import gc, json, os, shutil, signal, sys, tempfile, time, traceback
 gc.disable()                                   # no collection moves the imported objects: children share their pages
 
 import torch                                   # the children call torch.set_num_threads; the parent computes nothing
-from tft_nb.cli import main_predict, main_train
+from tft_nb.cli import main_backtest, main_predict, main_train, main_tune
 # modules the commands import lazily, on first use, which every child would otherwise import anew:
 import torch._dynamo                           # by the first model built on the meta device (2-3 s)
 import tft_nb.interpret  # noqa: F401          # by the report at the end of a run
+import arch.univariate  # noqa: F401          # by the garch11 baseline of that report (1-2 s)
 try: import pyarrow.parquet  # noqa: F401      # by the first Parquet file read
 except ImportError: pass
 
-MAINS = {'tft_train': main_train, 'tft_predict': main_predict}
+MAINS = {'tft_train': main_train, 'tft_predict': main_predict, 'tft_backtest': main_backtest, 'tft_tune': main_tune}
 
 
 def _exit_status(e: SystemExit) -> int:

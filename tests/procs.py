@@ -9,10 +9,10 @@ bounded only by a safety limit scaled to the machine.
   `sigint=True` also gives the child Ctrl-C's default action (for the tests that send it SIGINT).
 - `run(args, ...)`: `subprocess.run(args, capture_output=True, text=True)` through `started`; `communicate(p)` for a
   child of `started`: both fail with a clear message when the watchdog fired.
-- `cli(args, env=...)`: a console script (`tft_train`, `tft_predict`) run to its end in a child forked from a server
-  that has imported the package (tests/corpus_runner.py `--serve`, one per environment, started once and killed with
-  the others): the script's exit status and output without an interpreter's start-up (2-4 s of importing torch). For
-  runs a test does not signal; `started` and `run` start the real console scripts.
+- `cli(args, env=...)`: a console script (`tft_train`, `tft_predict`, `tft_backtest`, `tft_tune`) run to its end in a
+  child forked from a server that has imported the package (tests/corpus_runner.py `--serve`, one per environment,
+  started once and killed with the others): the script's exit status and output without an interpreter's start-up
+  (2-4 s of importing torch). For runs a test does not signal; `started` and `run` start the real console scripts.
 - `wait_until(p, cond, what)`: wait for a state of a running child; fails with a clear message if the child exits first.
   `wait_cpu(p, seconds, what)`: wait until the child has done that much more work (CPU time), not that much wall time.
 - `kill(p)` kills a group; `kill_all()`, a sweep at the end of the session (conftest.py), kills any left.

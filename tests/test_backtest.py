@@ -20,8 +20,8 @@ def _bars(tmp_path):
     return f
 
 def run(*args):
-    "tft_backtest run to its end; its process group killed in every outcome, or at a scaled safety limit."
-    return procs.run([*BACKTEST, *args], env=ENV)
+    "tft_backtest run to its end in a child of the fork server (`procs.cli`): as the script, less its start."
+    return procs.cli(['tft_backtest', *args], env=ENV)
 
 def test_backtest_writes_its_table(tmp_path):
     ck = tmp_path / 'bt'
@@ -56,12 +56,12 @@ def _holds_epoch(side, n): return side.exists() and json.loads(side.read_text())
 def test_killed_backtest_resumes_to_the_same_table(tmp_path):
     "SIGKILL a backtest inside fold 2's second epoch, run the same command again, compare with an uninterrupted one."
     data = _bars(tmp_path)
-    args = [*BACKTEST, '--data', data, *TINY, '--epochs', '2', '--dropout', '0.1', '--batch-size', '64']   # 10 steps
+    args = ['--data', data, *TINY, '--epochs', '2', '--dropout', '0.1', '--batch-size', '64']   # 10 steps
     full, cut = tmp_path / 'full', tmp_path / 'cut'
-    r = procs.run([*args, '--checkpoint-dir', full], env=ENV)
+    r = run(*args, '--checkpoint-dir', full)
     assert r.returncode == 0, r.stderr[-3000:]
     side = cut / 'fold_002' / 'tft_last.json'
-    with procs.started([*args, '--checkpoint-dir', cut], env=ENV, stdout=subprocess.DEVNULL,
+    with procs.started([*BACKTEST, *args, '--checkpoint-dir', cut], env=ENV, stdout=subprocess.DEVNULL,
                        stderr=subprocess.DEVNULL) as p:
         procs.wait_until(p, lambda: _holds_epoch(side, 1), "fold 2's epoch 1 saved in its tft_last")
         procs.wait_cpu(p, 0.2, "a few steps of fold 2's epoch 2")   # the run's own work, which load does not shorten
@@ -69,7 +69,7 @@ def test_killed_backtest_resumes_to_the_same_table(tmp_path):
         p.wait()
     assert (cut / 'fold_001' / 'forecasts.csv').is_file() and not (cut / 'backtest.csv').exists()
     assert not (cut / 'fold_002' / 'forecasts.csv').exists(), 'the kill came too late: fold 2 had finished'
-    r = procs.run([*args, '--checkpoint-dir', cut], env=ENV)
+    r = run(*args, '--checkpoint-dir', cut)
     assert r.returncode == 0, r.stderr[-3000:]
     assert f"Fold 1 was finished by an earlier run: its forecasts are read from {cut / 'fold_001' / 'forecasts.csv'}" \
         in r.stderr and 'Resumed from' in r.stderr, r.stderr[-3000:]

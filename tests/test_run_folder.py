@@ -233,7 +233,7 @@ def test_predict_refuses_non_finite_weights(one_run, tmp_path):
     (ck / 'tft_best.safetensors').write_bytes(b)
     (ck / 'tft_best.json').write_text(json.dumps({**side, 'sidecar_sha256': ckmod.sidecar_digest(side)}))   # resealed
     out = tmp_path / 'fc.csv'
-    r = procs.run(['tft_predict', '--checkpoint', str(ck / 'tft_best'), '--output', str(out)], env=ENV)
+    r = run('tft_predict', '--checkpoint', str(ck / 'tft_best'), '--output', str(out))
     assert r.returncode == 2 and len(_lines(r)) == 1, r.stderr[-2000:]
     assert _lines(r)[0] == (f'tft_predict: error: {ck}/tft_best.safetensors: 1 of {len(w)} weight tensors hold NaN or '
                             f'infinity ({name}): the run had diverged; use an earlier checkpoint of it, such as its '

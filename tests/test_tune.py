@@ -28,12 +28,12 @@ def _table(folder):
 def test_killed_study_resumes(tmp_path):
     "A worker killed in its first trial: run again, the trial is failed (never finished) and resumed in its folder."
     d, data = tmp_path / 'tuning', _bars(tmp_path)
-    args = [*TUNE, '--data', data, *TINY, '--epochs', '4', '--trials', '2', '--tune-dir', d]
-    with procs.started(args, env=ENV, stderr=open(tmp_path / 'first.log', 'w')) as p:
+    args = ['--data', data, *TINY, '--epochs', '4', '--trials', '2', '--tune-dir', d]
+    with procs.started([*TUNE, *args], env=ENV, stderr=open(tmp_path / 'first.log', 'w')) as p:
         first = d / 'tft' / 'trial_0000'
         procs.wait_until(p, lambda: (first / 'tft_last.json').is_file(), 'the first epoch of trial 0')
         procs.kill(p)
-    r = procs.run(args, env=ENV)
+    r = procs.cli(['tft_tune', *args], env=ENV)                  # run again, to its end, in a child of the fork server
     assert r.returncode == 0, r.stderr[-3000:]
     t = _table(d)
     assert t.state.tolist()[0] == 'fail' and (t.state == 'complete').sum() == 2, t
