@@ -179,7 +179,7 @@ def test_a_killed_rank_ends_the_job(tmp_path):
     only), torchrun's summary names rank 1 and the signal, and the folder keeps a whole checkpoint."""
     ck = tmp_path / 'ck'
     long_run = ['--epochs', '200', '--no-compile']                  # eager: the test kills it after epoch 1
-    with job(['tft_train', *long_run, *SMALL, '--batch-size', '32', '--checkpoint-dir', ck]) as p:
+    with job(['tft_train', *long_run, *SMALL, *SHORT, '--batch-size', '32', '--checkpoint-dir', ck]) as p:
         procs.wait_until(p, lambda: (ck / 'metrics.csv').exists() and 1 in workers(p), 'epoch 1 saved')
         p.seen.update(workers(p))
         os.kill(p.seen[1], signal.SIGKILL)
