@@ -26,9 +26,10 @@ __all__ = ['DEVICES', 'VANISHING', 'EXPLODING', 'NO_DECAY', 'HISTORY_COLUMNS', '
            'train_step', 'make_scheduler', 'learning_rate', 'set_learning_rate', 'EarlyStopping', 'EpochProgress',
            'TrainingState', 'Diverged', 'nonfinite', 'divergence']
 
-# %% ../nbs/10_train.ipynb #90e70eac
+# %% ../nbs/10_train.ipynb #af5c84f7
 DEVICES = ('auto', 'cpu', 'cuda')   # device names: 'auto' takes CUDA when it is there
 
+# %% ../nbs/10_train.ipynb #90e70eac
 @dataclass
 class TrainConfig:
     "How to train: optimizer, schedule, early stopping, checkpoints, device."

@@ -16,8 +16,8 @@ from .covariates import RESERVED, category_codes, check_reals, static_categories
 
 # %% auto #0
 __all__ = ['OBSERVED', 'HAR_LAGS', 'HAR_INPUTS', 'CALENDAR', 'TARGETS', 'PRESETS', 'SPLITS', 'Batch', 'trailing_means',
-           'make_features', 'DataConfig', 'split_dates', 'assign_splits', 'Scaler', 'DataSpec', 'Windows', 'WindowData',
-           'make_windows', 'empty_split_reason']
+           'make_features', 'DataConfig', 'check_data_config', 'split_dates', 'assign_splits', 'Scaler', 'DataSpec',
+           'Windows', 'WindowData', 'make_windows', 'empty_split_reason']
 
 # %% ../nbs/02_windows.ipynb #89c304c9
 class Batch(NamedTuple):
@@ -93,43 +93,51 @@ class DataConfig:
     def __post_init__(self):
         check_ints(self)
         self.observed, self.known, self.static = (_names(v) for v in (self.observed, self.known, self.static))
-        past, scalings = OBSERVED + HAR_INPUTS + ('close',), ('zscore', 'minmax')
-        names = self.observed + self.known + self.static
-        taken = [n for n in names if n in RESERVED and n not in past]
-        check_fields(self, [
-            ('encoder_length', self.encoder_length >= 1, '>= 1'), ('horizon', self.horizon >= 1, '>= 1'),
-            ('target', self.target in TARGETS, f'one of {TARGETS}'),
-            ('observed', not set(self.observed) & set(CALENDAR),
-             lambda s: f"free of the calendar inputs {CALENDAR}: they are known ahead, give them in {s('known')}"),
-            ('known', bool(self.known), 'one or more inputs: calendar ones from CALENDAR or columns of the data'),
-            ('known', not set(self.known) & set(past + self.observed),
-             lambda s: f"free of past-observed inputs ({listed(sorted(set(self.known) & set(past + self.observed)))}"
-                       f"): they are known only up to the origin, give them in {s('observed')}"),
-            ('static', not set(self.static) & set(past + CALENDAR + self.observed + self.known + ('symbol',)),
-             'columns of the data that are no other input (the symbol is always one)'),
-            ('observed' if set(taken) & set(self.observed) else 'known' if set(taken) & set(self.known) else 'static',
-             not taken, f"free of the names the bars and features use ({listed(list(RESERVED), 10)}): rename "
-                        f"the column(s) {taken}"),
-            ('scaling', self.scaling in scalings, one_of(scalings)),
-            ('val_frac', 0 <= self.val_frac < 1, 'in [0, 1)'), ('test_frac', 0 <= self.test_frac < 1, 'in [0, 1)'),
-            ('test_frac', self.val_frac + self.test_frac < 1, lambda s: f"< 1 - {s('val_frac')} ({self.val_frac})"),
-            ('val_start', is_date(self.val_start), 'a date such as 2015-01-01'),
-            ('test_start', is_date(self.test_start), 'a date such as 2015-01-01')])
-
-    @property
-    def encoder_vars(self) -> tuple:
-        "Encoder inputs in order: observed, the target if not observed, known."
-        return tuple(dict.fromkeys(self.observed + (self.target,))) + self.known
-    @property
-    def columns(self) -> dict:
-        "The inputs that are columns of the data, each with the setting that names it."
-        own = OBSERVED + HAR_INPUTS + ('close',) + CALENDAR
-        return {n: k for k in ('observed', 'known', 'static') for n in getattr(self, k) if n not in own}
+        check_data_config(self)
 
 # %% ../nbs/02_windows.ipynb #ff5425ca
 def _names(v) -> tuple:
     "Input names as a tuple: 'dow' is one name, not three letters."
     return (v,) if isinstance(v, str) else tuple(v)
+
+# %% ../nbs/02_windows.ipynb #f03c7839
+def check_data_config(cfg: DataConfig):
+    "Refuse settings of `cfg` that are out of range or contradict each other, naming the field and what it expects."
+    past, scalings = OBSERVED + HAR_INPUTS + ('close',), ('zscore', 'minmax')
+    names = cfg.observed + cfg.known + cfg.static
+    taken = [n for n in names if n in RESERVED and n not in past]
+    check_fields(cfg, [
+        ('encoder_length', cfg.encoder_length >= 1, '>= 1'), ('horizon', cfg.horizon >= 1, '>= 1'),
+        ('target', cfg.target in TARGETS, f'one of {TARGETS}'),
+        ('observed', not set(cfg.observed) & set(CALENDAR),
+         lambda s: f"free of the calendar inputs {CALENDAR}: they are known ahead, give them in {s('known')}"),
+        ('known', bool(cfg.known), 'one or more inputs: calendar ones from CALENDAR or columns of the data'),
+        ('known', not set(cfg.known) & set(past + cfg.observed),
+         lambda s: f"free of past-observed inputs ({listed(sorted(set(cfg.known) & set(past + cfg.observed)))}"
+                   f"): they are known only up to the origin, give them in {s('observed')}"),
+        ('static', not set(cfg.static) & set(past + CALENDAR + cfg.observed + cfg.known + ('symbol',)),
+         'columns of the data that are no other input (the symbol is always one)'),
+        ('observed' if set(taken) & set(cfg.observed) else 'known' if set(taken) & set(cfg.known) else 'static',
+         not taken, f"free of the names the bars and features use ({listed(list(RESERVED), 10)}): rename "
+                    f"the column(s) {taken}"),
+        ('scaling', cfg.scaling in scalings, one_of(scalings)),
+        ('val_frac', 0 <= cfg.val_frac < 1, 'in [0, 1)'), ('test_frac', 0 <= cfg.test_frac < 1, 'in [0, 1)'),
+        ('test_frac', cfg.val_frac + cfg.test_frac < 1, lambda s: f"< 1 - {s('val_frac')} ({cfg.val_frac})"),
+        ('val_start', is_date(cfg.val_start), 'a date such as 2015-01-01'),
+        ('test_start', is_date(cfg.test_start), 'a date such as 2015-01-01')])
+
+# %% ../nbs/02_windows.ipynb #49f5ef40
+@patch(as_prop=True)
+def encoder_vars(self: DataConfig) -> tuple:
+    "Encoder inputs in order: observed, the target if not observed, known."
+    return tuple(dict.fromkeys(self.observed + (self.target,))) + self.known
+
+# %% ../nbs/02_windows.ipynb #3c32a344
+@patch(as_prop=True)
+def columns(self: DataConfig) -> dict:
+    "The inputs that are columns of the data, each with the setting that names it."
+    own = OBSERVED + HAR_INPUTS + ('close',) + CALENDAR
+    return {n: k for k in ('observed', 'known', 'static') for n in getattr(self, k) if n not in own}
 
 # %% ../nbs/02_windows.ipynb #ff018406
 PRESETS = {
