@@ -14,8 +14,9 @@ batches (seed 0), `keep_freed_memory` as `fit` calls it for every CPU run, compi
   as CUDA graphs (what `fit` compiles on CUDA), without and with bf16. Ablations, each a variant with one lever undone,
   its baseline: `bf16-lstm32` (`bf16` with the LSTMs kept in float32 under autocast, as before they followed it on the
   CPU, 06_model), `unfolded` and `bf16-unfolded` (`keep` and `bf16` with the real inputs embedded before their
-  selection networks, not folded in, 04_selection), `uncapped` and `bf16-uncapped` (`keep` and `bf16` with inference
-  passes of all 256 windows of a batch, the cap `INFER_ELEMENTS` of 08_evaluate lifted). A process trains `--steps`
+  selection networks, not folded in: 24_accelerate's `fold_embeddings` left out), `uncapped` and `bf16-uncapped`
+  (`keep` and `bf16` with inference passes of all 256 windows of a batch, the cap `INFER_ELEMENTS` of 08_evaluate
+  lifted). A process trains `--steps`
   steps after `--warm` untimed ones, then runs inference over the test windows (batch 256, one untimed pass, then
   `--passes`), on `--device` (CUDA timings end with a synchronize). It prints training and inference samples/s, the
   compile time, and peak memory (RSS at the end and after training, `rss_train`; on CUDA also the peak allocated on
@@ -84,11 +85,9 @@ def float32_lstms():
     tft_nb.model._lstm = tft_nb.model._lstm_float32
 
 def unfolded_selection():
-    "Embed the real inputs before their selection networks instead of folding the embedding in."
-    from tft_nb.selection import VariableSelectionNetwork
-    forward = VariableSelectionNetwork.forward
-    def unfolded(self, x, c=None, embedding=None): return forward(self, x if embedding is None else embedding(x), c)
-    VariableSelectionNetwork.forward = unfolded
+    "Embed the real inputs before their selection networks, as 06_model writes it, instead of folding the embedding in."
+    import tft_nb.accelerate
+    tft_nb.accelerate.fold_embeddings = lambda model: model
 
 def uncapped_inference():
     "Run each inference batch in one pass, whatever the model's size."
@@ -128,6 +127,7 @@ def build(a: argparse.Namespace, data, pkg: str = 'tft_nb', weights: dict | None
     model = model.to(a.device)
     if weights is not None: model.load_state_dict(weights)
     if hasattr(acc := _accelerate(pkg), 'fast_dropout'): acc.fast_dropout(model)   # as `fit` does (24_accelerate)
+    if hasattr(acc, 'fold_embeddings'): acc.fold_embeddings(model)                # a base commit: folded in its model
     state = t.TrainingState.begin(model, t.TrainConfig(batch_size=a.batch, grad_clip=1.0, device=a.device))
     if not compiled: return model, state, 0.0
     if acc is None:                                                       # a base commit before the layer

@@ -105,15 +105,13 @@ class GatedResidualNetwork(nn.Module):
         if d_context: self.W3 = nn.Linear(d_context, d_hidden, bias=False)
         self.gate_norm = GateAddNorm(d_hidden, d_out, dropout, variables)
     def forward(self,
-        a:Tensor,              # (..., d_in) primary input
-        c:Tensor|None=None,    # (B, d_context) context, broadcast over the time axis of a
-        w2a:Tensor|None=None,  # (..., d_hidden) W2(a), when the caller has it (04_selection folds an embedding in)
-        skip:Tensor|None=None, # (..., d_out) skip(a), when the caller has it
+        a:Tensor,           # (..., d_in) primary input
+        c:Tensor|None=None, # (B, d_context) context, broadcast over the time axis of a
     ) -> Tensor:
-        eta2 = self.W2(a) if w2a is None else w2a                               # (..., d_hidden)
+        eta2 = self.W2(a)                                                        # (..., d_hidden)
         if c is not None:
             if not hasattr(self, 'W3'): raise ValueError("this GRN was built without a context (d_context=0)")
             ctx = self.W3(c)                                                     # (B, d_hidden)
             eta2 = eta2 + ctx.view(ctx.shape[0], *[1] * (a.dim() - 2), -1)      # broadcast over middle axes
         eta1 = self.W1(F.elu(eta2))                                              # (..., d_hidden)
-        return self.gate_norm(eta1, self.skip(a) if skip is None else skip)      # (..., d_out)
+        return self.gate_norm(eta1, self.skip(a))                                # (..., d_out)

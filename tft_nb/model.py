@@ -18,7 +18,8 @@ from .selection import RealEmbedding, VariableSelectionNetwork, StaticContexts, 
 from .attention import InterpretableMultiHeadAttention, causal_mask
 
 # %% auto #0
-__all__ = ['TFTConfig', 'non_crossing', 'HARBase', 'quantile_steps', 'TFTOutput', 'TemporalFusionTransformer', 'start_at_har']
+__all__ = ['TFTConfig', 'check_model_config', 'non_crossing', 'HARBase', 'quantile_steps', 'TFTOutput',
+           'TemporalFusionTransformer', 'start_at_har']
 
 # %% ../nbs/06_model.ipynb #8ccfe83b
 @dataclass
@@ -41,30 +42,39 @@ class TFTConfig:
     def __post_init__(self):
         check_ints(self)
         self.static_cardinalities = tuple(int(c) for c in self.static_cardinalities)
-        self.quantiles = q = tuple(float(q) for q in self.quantiles)
-        heads, dv = self.attention_heads, self.decoder_vars
-        check_fields(self, [
-            ('decoder_vars', dv >= 1, '>= 1'),
-            ('encoder_vars', self.encoder_vars > dv,
-             lambda s: f"> {s('decoder_vars')} ({dv}): the encoder sees the known inputs and the past target"),
-            ('static_cardinalities', all(c >= 1 for c in self.static_cardinalities), 'all >= 1'),
-            ('encoder_length', self.encoder_length >= 1, '>= 1'), ('horizon', self.horizon >= 1, '>= 1'),
-            ('target_index', 0 <= self.target_index < self.encoder_vars - dv,
-             lambda s: f"in [0, {s('encoder_vars')} - {s('decoder_vars')}): the past target is an observed input"),
-            ('hidden_size', self.hidden_size >= 1, '>= 1'), ('attention_heads', heads >= 1, '>= 1'),
-            ('hidden_size', self.hidden_size % max(heads, 1) == 0,
-             lambda s: f"divisible by {s('attention_heads')} ({heads})"),
-            ('lstm_layers', 1 <= self.lstm_layers <= 32, 'in [1, 32]'), ('dropout', 0 <= self.dropout < 1, 'in [0, 1)'),
-            ('quantiles', len(q) >= 1 and all(0 < x < 1 for x in q) and all(a < b for a, b in zip(q, q[1:])),
-             'non-empty, in (0, 1) and strictly increasing')])
+        self.quantiles = tuple(float(q) for q in self.quantiles)
+        check_model_config(self)
 
-    def to_dict(self) -> dict:
-        "JSON-safe dict of the fields (tuples become lists), for checkpoint sidecars."
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
-    @classmethod
-    def from_dict(cls, d:dict) -> TFTConfig:
-        "Inverse of `to_dict` (a sidecar written before the HAR base has none)."
-        return cls(**{'har_base': False, **d})
+# %% ../nbs/06_model.ipynb #28892186
+def check_model_config(cfg: TFTConfig):
+    "Refuse settings of `cfg` that are out of range or contradict each other, naming the field and what it expects."
+    q, heads, dv = cfg.quantiles, cfg.attention_heads, cfg.decoder_vars
+    check_fields(cfg, [
+        ('decoder_vars', dv >= 1, '>= 1'),
+        ('encoder_vars', cfg.encoder_vars > dv,
+         lambda s: f"> {s('decoder_vars')} ({dv}): the encoder sees the known inputs and the past target"),
+        ('static_cardinalities', all(c >= 1 for c in cfg.static_cardinalities), 'all >= 1'),
+        ('encoder_length', cfg.encoder_length >= 1, '>= 1'), ('horizon', cfg.horizon >= 1, '>= 1'),
+        ('target_index', 0 <= cfg.target_index < cfg.encoder_vars - dv,
+         lambda s: f"in [0, {s('encoder_vars')} - {s('decoder_vars')}): the past target is an observed input"),
+        ('hidden_size', cfg.hidden_size >= 1, '>= 1'), ('attention_heads', heads >= 1, '>= 1'),
+        ('hidden_size', cfg.hidden_size % max(heads, 1) == 0,
+         lambda s: f"divisible by {s('attention_heads')} ({heads})"),
+        ('lstm_layers', 1 <= cfg.lstm_layers <= 32, 'in [1, 32]'), ('dropout', 0 <= cfg.dropout < 1, 'in [0, 1)'),
+        ('quantiles', len(q) >= 1 and all(0 < x < 1 for x in q) and all(a < b for a, b in zip(q, q[1:])),
+         'non-empty, in (0, 1) and strictly increasing')])
+
+# %% ../nbs/06_model.ipynb #3fcdc006
+@patch
+def to_dict(self: TFTConfig) -> dict:
+    "JSON-safe dict of the fields (tuples become lists), for checkpoint sidecars."
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
+
+# %% ../nbs/06_model.ipynb #b51d3403
+@patch(cls_method=True)
+def from_dict(cls: TFTConfig, d: dict) -> TFTConfig:
+    "Inverse of `to_dict` (a sidecar written before the HAR base has none)."
+    return cls(**{'har_base': False, **d})
 
 # %% ../nbs/06_model.ipynb #a4dd77a9
 def non_crossing(z:Tensor) -> Tensor:
@@ -160,7 +170,7 @@ class TemporalFusionTransformer(nn.Module):
         self.output = nn.Linear(H, len(c.quantiles))                                # Eq. 23
         if c.har_base: self.har = HARBase(c)                                        # forecasts around HAR
         self.register_buffer('mask', causal_mask(c.horizon, c.encoder_length + c.horizon), persistent=False)
-        self.compiled = None                                        # stages compiled by 24_accelerate, if any
+        self.stages = None                                          # the two stages as 24_accelerate set them
 
 # %% ../nbs/06_model.ipynb #c06f8b32
 @patch
@@ -168,8 +178,8 @@ def select_inputs(self: TemporalFusionTransformer,
                   batch:Batch) -> tuple[StaticContexts, Tensor, Tensor, Tensor, Tensor]:
     "The stage before the LSTMs: static contexts, and the past and future inputs selected (Eqs. 6-8)."
     ctx = self.static(batch.static)                                             # 4 x (B, H), (B, S)
-    x_e, w_e = self.encoder_selection(batch.encoder, ctx.selection, self.encoder_embedding)  # (B,Te,H), (B,Te,Ve)
-    x_d, w_d = self.decoder_selection(batch.decoder, ctx.selection, self.decoder_embedding)  # (B,Td,H), (B,Td,Vd)
+    x_e, w_e = self.encoder_selection(self.encoder_embedding(batch.encoder), ctx.selection)  # (B,Te,H), (B,Te,Ve)
+    x_d, w_d = self.decoder_selection(self.decoder_embedding(batch.decoder), ctx.selection)  # (B,Td,H), (B,Td,Vd)
     return ctx, x_e, w_e, x_d, w_d
 
 # %% ../nbs/06_model.ipynb #c9356ef8
@@ -193,7 +203,7 @@ def forward(self: TemporalFusionTransformer, batch:Batch) -> TFTOutput:
     "The forecast of `batch`: quantiles, selection weights and attention, through the three stages."
     c = self.config
     _check_batch(batch, c)
-    select, decode = self.compiled or (self.select_inputs, self.decode)
+    select, decode = self.stages or (self.select_inputs, self.decode)
     ctx, x_e, w_e, x_d, w_d = select(batch)
     state = tuple(s.expand(c.lstm_layers, -1, -1).contiguous() for s in (ctx.hidden, ctx.cell))  # 2 x (L, B, H)
     h_e, state = _lstm(self.lstm_encoder, x_e, state)                           # (B, Te, H)

@@ -8,8 +8,7 @@ from __future__ import annotations
 from typing import NamedTuple, Sequence
 import torch
 from torch import nn, Tensor
-from fastcore.basics import patch
-from .gating import GatedResidualNetwork, by_variable
+from .gating import GatedResidualNetwork
 
 # %% auto #0
 __all__ = ['RealEmbedding', 'StaticEmbedding', 'VariableSelectionNetwork', 'StaticContexts', 'StaticCovariateEncoder']
@@ -55,40 +54,14 @@ class VariableSelectionNetwork(nn.Module):
         if variables > 1: self.flat = GatedResidualNetwork(variables * hidden, hidden, variables, dropout, d_context)
         self.grns = GatedResidualNetwork(hidden, hidden, hidden, dropout, variables=variables)
     def forward(self,
-        x:Tensor,                          # (B, [T,] V, H) embedded inputs; (B, [T,] V) real ones with `embedding`
-        c:Tensor|None=None,                # (B, d_context) static selection context
-        embedding:RealEmbedding|None=None, # the real inputs' embedding, folded into the layers that read it
+        xi:Tensor,          # (B, [T,] V, H) embedded inputs
+        c:Tensor|None=None, # (B, d_context) static selection context
     ) -> tuple[Tensor, Tensor]:
-        w2_flat, skip_flat, w2_grns = self.folded_first_layers(x, embedding) if embedding is not None else (None,) * 3
-        xi = x if embedding is None else embedding(x)                       # (B, [T,] V, H)
-        if self.variables > 1: w = torch.softmax(self.flat(xi.flatten(-2), c, w2_flat, skip_flat), dim=-1)  # (B,[T,]V)
+        if self.variables > 1: w = torch.softmax(self.flat(xi.flatten(-2), c), dim=-1)   # (B, [T,] V)
         else: w = xi.new_ones(xi.shape[:-1])                                # one variable: its weight is 1
-        per_variable = self.grns(xi.movedim(-2, 0), w2a=w2_grns)           # (V, B, [T,] H), variable first
+        per_variable = self.grns(xi.movedim(-2, 0))                         # (V, B, [T,] H), variable first
         out = (w.movedim(-1, 0).unsqueeze(-1) * per_variable).sum(0)        # (B, [T,] H)
         return out, w
-
-# %% ../nbs/04_selection.ipynb #0ffaa3b9
-def _folded(x:Tensor, e:RealEmbedding, lin:nn.Linear) -> Tensor:
-    "`lin`, an nn.Linear(V H, d), applied to e(x) of the real inputs x (..., V), as one (V, d) map of x: (..., d)."
-    V, H = e.weight.shape
-    w = torch.einsum('vh,ovh->vo', e.weight, lin.weight.view(-1, V, H))       # (V, d)
-    return x @ w + (lin.weight @ e.bias.flatten() + lin.bias)
-
-# %% ../nbs/04_selection.ipynb #00fe8d62
-@patch
-def folded_first_layers(self:VariableSelectionNetwork,
-    x:Tensor,          # (B, [T,] V) real inputs
-    e:RealEmbedding,   # their embedding
-) -> tuple[Tensor|None, Tensor|None, Tensor]:
-    "W2 (B, [T,] H) and skip (B, [T,] V) of the weight GRN, W2 of the per-variable GRNs (V, B, [T,] H), all of e(x)."
-    g = self.grns.W2                                                            # VariableLinear: (V, H, H), (V, H)
-    scale = torch.einsum('vh,vho->vo', e.weight, g.weight)                     # (V, H) W2 w per variable
-    shift = torch.einsum('vh,vho->vo', e.bias, g.weight) + g.bias              # (V, H) W2 b + b2
-    xv = x.movedim(-1, 0).contiguous().unsqueeze(-1)                          # (V, B, [T,] 1), variable first
-    per_variable = xv * by_variable(scale, xv) + by_variable(shift, xv)        # (V, B, [T,] H)
-    if self.variables == 1: return None, None, per_variable
-    skip = _folded(x, e, self.flat.skip) if isinstance(self.flat.skip, nn.Linear) else None   # Identity when H = 1
-    return _folded(x, e, self.flat.W2), skip, per_variable
 
 # %% ../nbs/04_selection.ipynb #ded03c2a
 class StaticContexts(NamedTuple):
