@@ -32,6 +32,7 @@ ALIASES = {   # flags that are no setting's name: each sets a setting to a value
     'fp32': ('bf16', False, 'on CUDA, train in float32 instead of under bfloat16 autocast'),
 }
 
+# %% ../nbs/17_cli.ipynb #8e5a739c
 def setting_entries(source, skip=()) -> dict:
     "name -> docments entry (anno, default, docment) of a dataclass's fields or a function's parameters."
     entries = docments(source, full=True)
@@ -83,9 +84,8 @@ def command_parser(prog: str, func, configs: dict = {}, aliases: dict = {}) -> a
     return p
 
 # %% ../nbs/17_cli.ipynb #9e9ff68b
-def read_flags(parser: argparse.ArgumentParser, argv=None, aliases: dict = {}) -> dict:
-    "The settings that `argv` gives, aliases applied; an empty or contradicted value is a `SettingError`."
-    settings = vars(parser.parse_args(argv))
+def _apply_aliases(settings: dict, aliases: dict) -> dict:
+    "`settings` with each alias that was given replaced by the setting and value it stands for."
     for alias, (setting, value, _) in aliases.items():
         if not settings.pop(alias, False): continue
         if settings.get(setting, value) != value:
@@ -93,6 +93,12 @@ def read_flags(parser: argparse.ArgumentParser, argv=None, aliases: dict = {}) -
             raise SettingError(lambda s: f"{s(alias, True)} means {s(setting, value)}, but {s(setting, given)} was "
                                          "given; give one or the other")
         settings[setting] = value
+    return settings
+
+# %% ../nbs/17_cli.ipynb #700c65f1
+def read_flags(parser: argparse.ArgumentParser, argv=None, aliases: dict = {}) -> dict:
+    "The settings that `argv` gives, aliases applied; an empty or contradicted value is a `SettingError`."
+    settings = _apply_aliases(vars(parser.parse_args(argv)), aliases)
     if empty := [k for k, v in settings.items() if v == '']:
         raise SettingError(lambda s: f"{s(empty[0])} must be non-empty: give a value, or leave the flag out for its "
                                      "default")

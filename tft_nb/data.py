@@ -35,6 +35,7 @@ OHLCV_RTYPES = {0x11: 'ohlcv (v1 deprecated)', 0x20: 'ohlcv-1s', 0x21: 'ohlcv-1m
 _OHLCV_DTYPE = np.dtype(dbn.OHLCVMsg._dtypes)  # the 56-byte record of every DBN version
 _PIECE = 512   # compressed bytes inflated at a time: a stream that does not hold bars is refused early
 
+# %% ../nbs/01_data.ipynb #17fd4460
 def _zstd_pieces(raw: bytes, path):
     "The output of every zstd frame of `raw`, a piece of input at a time; a truncated or corrupt stream is refused."
     try:
@@ -130,6 +131,7 @@ def _dbn_records(b: bytes, start: int, meta: dbn.Metadata, path) -> np.ndarray:
 # %% ../nbs/01_data.ipynb #a255f143
 _META_MAX = 2**27   # bytes of DBN metadata that a compressed file may declare (a corrupt length is refused early)
 
+# %% ../nbs/01_data.ipynb #661b052e
 def _inflate(pieces, path) -> bytes:
     "The joined `pieces`, refused as soon as they cannot be bars: neither DBN, Parquet nor text, or bad DBN records."
     out, kind, start, done, size = bytearray(), None, 0, 0, 0
@@ -156,6 +158,7 @@ def _inflate(pieces, path) -> bytes:
 # %% ../nbs/01_data.ipynb #8ff0bde8
 _NS_PER_DAY = 86_400 * 10**9
 
+# %% ../nbs/01_data.ipynb #c1ccb904
 def _dbn_symbols(meta: dbn.Metadata, iid: np.ndarray, ts: np.ndarray, path='<dbn>') -> pd.Categorical:
     "Symbol of each bar from `meta`'s mappings (the instrument id where it maps none), as a categorical."
     key = (iid.astype(np.int64) << 20) | (ts // _NS_PER_DAY).astype(np.int64)   # (instrument, day) pairs
@@ -287,6 +290,7 @@ ALIASES = {'ts_event': ['ts_event', 'timestamp', 'date', 'datetime', 'time', 'ts
            'open': ['open', 'o'], 'high': ['high', 'h'], 'low': ['low', 'l'], 'close': ['close', 'c', 'last', 'price'],
            'volume': ['volume', 'vol', 'v']}
 
+# %% ../nbs/01_data.ipynb #fe54266c
 def _to_utc(s: pd.Series, path) -> pd.Series:
     "Timestamps in `s` (strings, datetimes or epoch integers) as UTC."
     if pd.api.types.is_bool_dtype(s): raise DataError(f"{path}: column 'ts_event' holds booleans, not timestamps")
@@ -333,6 +337,7 @@ def normalize_columns(df: pd.DataFrame, path='<frame>', extra: Sequence[str] = (
 # %% ../nbs/01_data.ipynb #9df0e017
 _OTHER_SEPARATORS = {';': "';'", '\t': 'tabs', '|': "'|'"}
 
+# %% ../nbs/01_data.ipynb #8209a460
 def _check_separator(b: bytes, path):
     "Refuse CSV bytes `b` whose header is one column split by another separator than ','."
     lines = b[:4096].decode('utf-8', 'replace').lstrip('\ufeff').splitlines()
@@ -397,6 +402,20 @@ def suspect_moves_warning(bars: pd.DataFrame, source: str = '<bars>', shown: int
             "print? Adjust the prices or drop those bars")
 
 # %% ../nbs/01_data.ipynb #765a888f
+def _read_table(b: bytes, path) -> pd.DataFrame:
+    "The frame of Parquet or CSV bytes `b` read from `path`, as the file names its columns."
+    if b[:4] == _PARQUET_MAGIC:
+        try: return pd.read_parquet(io.BytesIO(b))
+        except ImportError:
+            raise DataError(f"{path}: reading Parquet needs pyarrow (pip install 'tft_nb[parquet]')") from None
+        except Exception as e: raise DataError(f"{path}: not a readable Parquet file ({e})") from None
+    if b'\x00' in b[:4096]: raise DataError(f"{path}: unknown format (not DBN, Parquet or CSV text)")
+    _check_separator(b, path)
+    try: return pd.read_csv(io.BytesIO(b))
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError) as e:
+        raise DataError(f"{path}: not a readable CSV file ({' '.join(str(e).split())})") from None
+
+# %% ../nbs/01_data.ipynb #23bb6156
 def _read_one(path: Path, columns: Sequence[str] = ()) -> pd.DataFrame:
     "Read one file of any supported format (zstd-compressed or not) into the tidy frame (unchecked), with `columns`."
     b = _read_bytes(path)
@@ -404,17 +423,7 @@ def _read_one(path: Path, columns: Sequence[str] = ()) -> pd.DataFrame:
         df = _dbn_frame(b, path)
         if len(df) == 0: raise _NoBars(f"{path}: no bars (the DBN file has its metadata header but no records)")
         return df
-    if b[:4] == _PARQUET_MAGIC:
-        try: df = pd.read_parquet(io.BytesIO(b))
-        except ImportError:
-            raise DataError(f"{path}: reading Parquet needs pyarrow (pip install 'tft_nb[parquet]')") from None
-        except Exception as e: raise DataError(f"{path}: not a readable Parquet file ({e})") from None
-    else:
-        if b'\x00' in b[:4096]: raise DataError(f"{path}: unknown format (not DBN, Parquet or CSV text)")
-        _check_separator(b, path)
-        try: df = pd.read_csv(io.BytesIO(b))
-        except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError) as e:
-            raise DataError(f"{path}: not a readable CSV file ({' '.join(str(e).split())})") from None
+    df = _read_table(b, path)
     if len(df) == 0: raise _NoBars(f"{path}: no bars (the file has a header but no rows)")
     return tidy_bars(normalize_columns(df, path, columns), extra=columns)
 
@@ -422,6 +431,7 @@ def _read_one(path: Path, columns: Sequence[str] = ()) -> pd.DataFrame:
 # the files a folder's bars are read from
 DATA_NAMES = re.compile(r'\.(dbn|dbz|csv|parquet|pq)(\.(zst|zstd|gz))?$', re.IGNORECASE)
 
+# %% ../nbs/01_data.ipynb #7ad3c3b6
 def _read_folder(path: Path, columns: Sequence[str] = ()) -> pd.DataFrame:
     "The bars of the data files in folder `path`, each read and checked, then together."
     # all but folders and hidden files: a broken link too, so that its name is reported

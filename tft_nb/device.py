@@ -32,6 +32,7 @@ def device_memory(device: torch.device) -> int | None:
     try: return os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES')
     except (AttributeError, ValueError, OSError): return None        # no sysconf (Windows), or no such name
 
+# %% ../nbs/13_device.ipynb #dcb060c5
 def _gib(n: float) -> str: return f"{n / 2**30:,.1f} GiB"
 
 # %% ../nbs/13_device.ipynb #8319d5f4
@@ -52,18 +53,22 @@ def build_model(cfg: TFTConfig, device: torch.device | None = None,
         raise SettingError(lambda s: f"cannot build a model of {size(s)}: {why}") from None
 
 # %% ../nbs/13_device.ipynb #9ac10ec1
+def _saved_bytes(model: TemporalFusionTransformer, windows: Windows, n: int) -> int:
+    "Bytes of the storages that autograd keeps for the backward pass of a forward pass over `n` windows."
+    storages = {}
+    def pack(t):
+        s = t.untyped_storage()
+        storages[s.data_ptr()] = s.nbytes()
+        return t
+    with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        model(windows.batch(torch.arange(n)))
+    return sum(storages.values())
+
+# %% ../nbs/13_device.ipynb #56b4dd9e
 def activation_bytes(model: TemporalFusionTransformer, windows: Windows) -> int:
     "Bytes that autograd keeps for the backward pass per window of a training batch (float32)."
-    def saved(n: int) -> int:
-        storages = {}
-        def pack(t):
-            s = t.untyped_storage()
-            storages[s.data_ptr()] = s.nbytes()
-            return t
-        with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-            model(windows.batch(torch.arange(n)))
-        return sum(storages.values())
-    return saved(2) - saved(1) if len(windows) >= 2 else saved(1)   # the weights, saved alike for 1 and 2, cancel
+    if len(windows) < 2: return _saved_bytes(model, windows, 1)
+    return _saved_bytes(model, windows, 2) - _saved_bytes(model, windows, 1)   # the weights, saved alike, cancel
 
 # %% ../nbs/13_device.ipynb #aad7230e
 def check_batch_fits(model: TemporalFusionTransformer, windows: Windows, batch_size: int, device: torch.device,

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import torch
 import torch.nn.functional as F
+from fastcore.basics import patch
 from torch import nn, Tensor
 
 # %% auto #0
@@ -25,9 +26,13 @@ class VariableLinear(nn.Module):
         bound = 1 / math.sqrt(d_in)                                            # nn.Linear's default init range
         self.weight = nn.Parameter(torch.empty(variables, d_in, d_out).uniform_(-bound, bound))
         self.bias = nn.Parameter(torch.empty(variables, d_out).uniform_(-bound, bound))
-    def forward(self, x:Tensor) -> Tensor:     # (V, ..., d_in)
-        y = torch.baddbmm(self.bias.unsqueeze(1), x.reshape(x.shape[0], -1, x.shape[-1]), self.weight)  # (V, N, d_out)
-        return y.view(*x.shape[:-1], -1)                                                           # (V, ..., d_out)
+
+# %% ../nbs/03_gating.ipynb #c85183b4
+@patch
+def forward(self:VariableLinear, x:Tensor) -> Tensor:
+    "Each variable's map of x (V, ..., d_in): (V, ..., d_out)."
+    y = torch.baddbmm(self.bias.unsqueeze(1), x.reshape(x.shape[0], -1, x.shape[-1]), self.weight)  # (V, N, d_out)
+    return y.view(*x.shape[:-1], -1)                                                           # (V, ..., d_out)
 
 # %% ../nbs/03_gating.ipynb #b992368e
 def by_variable(p:Tensor, x:Tensor) -> Tensor:
@@ -43,15 +48,20 @@ class VariableLayerNorm(nn.Module):
     ):
         super().__init__()
         self.weight, self.bias = nn.Parameter(torch.ones(variables, d)), nn.Parameter(torch.zeros(variables, d))
-    def forward(self, x:Tensor) -> Tensor:     # (V, ..., d)
-        normed = F.layer_norm(x, x.shape[-1:])                 # no gain or bias yet
-        return torch.addcmul(by_variable(self.bias, x), normed, by_variable(self.weight, x))   # bias + normed * weight
+
+# %% ../nbs/03_gating.ipynb #83365aa3
+@patch
+def forward(self:VariableLayerNorm, x:Tensor) -> Tensor:
+    "Each variable's normalisation of x (V, ..., d): (V, ..., d)."
+    normed = F.layer_norm(x, x.shape[-1:])                 # no gain or bias yet
+    return torch.addcmul(by_variable(self.bias, x), normed, by_variable(self.weight, x))   # bias + normed * weight
 
 # %% ../nbs/03_gating.ipynb #0145b755
 def _linear(d_in:int, d_out:int, variables:int=0) -> nn.Module:
     "One `nn.Linear`, or `variables` independent ones."
     return VariableLinear(variables, d_in, d_out) if variables else nn.Linear(d_in, d_out)
 
+# %% ../nbs/03_gating.ipynb #e06fef1b
 def _layer_norm(d:int, variables:int=0) -> nn.Module:
     "One `nn.LayerNorm`, or `variables` independent ones."
     return VariableLayerNorm(variables, d) if variables else nn.LayerNorm(d)
@@ -67,8 +77,12 @@ class GatedLinearUnit(nn.Module):
     ):
         super().__init__()
         self.drop, self.proj = nn.Dropout(dropout), _linear(d_in, 2 * d_out, variables)
-    def forward(self, x:Tensor) -> Tensor:     # (..., d_in)
-        return F.glu(self.proj(self.drop(x)), dim=-1)   # first half * sigmoid(second half): (..., d_out)
+
+# %% ../nbs/03_gating.ipynb #8c816b62
+@patch
+def forward(self:GatedLinearUnit, x:Tensor) -> Tensor:
+    "The gated map of x (..., d_in): (..., d_out)."
+    return F.glu(self.proj(self.drop(x)), dim=-1)   # first half * sigmoid(second half): (..., d_out)
 
 # %% ../nbs/03_gating.ipynb #3ebbc0fb
 class GateAddNorm(nn.Module):
@@ -81,11 +95,15 @@ class GateAddNorm(nn.Module):
     ):
         super().__init__()
         self.glu, self.norm = GatedLinearUnit(d_in, d_out, dropout, variables), _layer_norm(d_out, variables)
-    def forward(self,
-        x:Tensor,    # (..., d_in) block output
-        skip:Tensor, # (..., d_out) block input
-    ) -> Tensor:
-        return self.norm(self.glu(x) + skip)   # (..., d_out), laid out as GLU's output (skip may be a view)
+
+# %% ../nbs/03_gating.ipynb #9715185f
+@patch
+def forward(self:GateAddNorm,
+    x:Tensor,    # (..., d_in) block output
+    skip:Tensor, # (..., d_out) block input
+) -> Tensor:
+    "LayerNorm(skip + GLU(x)): (..., d_out)."
+    return self.norm(self.glu(x) + skip)   # (..., d_out), laid out as GLU's output (skip may be a view)
 
 # %% ../nbs/03_gating.ipynb #bacd0079
 class GatedResidualNetwork(nn.Module):
@@ -104,14 +122,18 @@ class GatedResidualNetwork(nn.Module):
         self.W2, self.W1 = _linear(d_in, d_hidden, variables), _linear(d_hidden, d_hidden, variables)
         if d_context: self.W3 = nn.Linear(d_context, d_hidden, bias=False)
         self.gate_norm = GateAddNorm(d_hidden, d_out, dropout, variables)
-    def forward(self,
-        a:Tensor,           # (..., d_in) primary input
-        c:Tensor|None=None, # (B, d_context) context, broadcast over the time axis of a
-    ) -> Tensor:
-        eta2 = self.W2(a)                                                        # (..., d_hidden)
-        if c is not None:
-            if not hasattr(self, 'W3'): raise ValueError("this GRN was built without a context (d_context=0)")
-            ctx = self.W3(c)                                                     # (B, d_hidden)
-            eta2 = eta2 + ctx.view(ctx.shape[0], *[1] * (a.dim() - 2), -1)      # broadcast over middle axes
-        eta1 = self.W1(F.elu(eta2))                                              # (..., d_hidden)
-        return self.gate_norm(eta1, self.skip(a))                                # (..., d_out)
+
+# %% ../nbs/03_gating.ipynb #d347adb7
+@patch
+def forward(self:GatedResidualNetwork,
+    a:Tensor,           # (..., d_in) primary input
+    c:Tensor|None=None, # (B, d_context) context, broadcast over the time axis of a
+) -> Tensor:
+    "The GRN of a, conditioned on c when given: (..., d_out)."
+    eta2 = self.W2(a)                                                        # (..., d_hidden)
+    if c is not None:
+        if not hasattr(self, 'W3'): raise ValueError("this GRN was built without a context (d_context=0)")
+        ctx = self.W3(c)                                                     # (B, d_hidden)
+        eta2 = eta2 + ctx.view(ctx.shape[0], *[1] * (a.dim() - 2), -1)      # broadcast over middle axes
+    eta1 = self.W1(F.elu(eta2))                                              # (..., d_hidden)
+    return self.gate_norm(eta1, self.skip(a))                                # (..., d_out)

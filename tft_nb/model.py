@@ -96,13 +96,18 @@ class HARBase(nn.Module):
         self.spread = nn.Parameter(torch.zeros(c.horizon, len(c.quantiles)))  # (Td, Q) raw quantile offsets
         self.register_buffer('fitted', torch.zeros(()))                     # 1 once `start_at_har` ran
 
-    def regressors(self, encoder:Tensor) -> Tensor:
-        "1 and the means of the past target over the last 1, 5 and 22 steps of `encoder` (B, Te, Ve); (B, 1 + L)."
-        y = encoder[..., self.target].float()                                  # (B, Te)
-        return torch.stack([torch.ones_like(y[:, 0]), *(y[:, -k:].mean(1) for k in self.lags)], 1)
+# %% ../nbs/06_model.ipynb #a7a9dea3
+@patch
+def regressors(self:HARBase, encoder:Tensor) -> Tensor:
+    "1 and the means of the past target over the last 1, 5 and 22 steps of `encoder` (B, Te, Ve); (B, 1 + L)."
+    y = encoder[..., self.target].float()                                  # (B, Te)
+    return torch.stack([torch.ones_like(y[:, 0]), *(y[:, -k:].mean(1) for k in self.lags)], 1)
 
-    def forward(self, encoder:Tensor) -> Tensor:
-        return (self.regressors(encoder)[:, None, :] * self.coef).sum(-1)     # (B, Td), elementwise: float32
+# %% ../nbs/06_model.ipynb #de0d4091
+@patch
+def forward(self:HARBase, encoder:Tensor) -> Tensor:
+    "HAR's forecasts (B, Td) of the past inputs `encoder` (B, Te, Ve)."
+    return (self.regressors(encoder)[:, None, :] * self.coef).sum(-1)     # (B, Td), elementwise: float32
 
 # %% ../nbs/06_model.ipynb #e79fa28d
 def quantile_steps(q:Tensor) -> Tensor:

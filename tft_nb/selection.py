@@ -7,6 +7,7 @@
 from __future__ import annotations
 from typing import NamedTuple, Sequence
 import torch
+from fastcore.basics import patch
 from torch import nn, Tensor
 from .gating import GatedResidualNetwork
 
@@ -23,8 +24,12 @@ class RealEmbedding(nn.Module):
         super().__init__()
         self.weight = nn.Parameter(torch.empty(variables, hidden).uniform_(-1, 1))  # nn.Linear(1, H)'s init range
         self.bias = nn.Parameter(torch.empty(variables, hidden).uniform_(-1, 1))
-    def forward(self, x:Tensor) -> Tensor:     # (..., V)
-        return torch.einsum('...v,vh->...vh', x, self.weight) + self.bias  # (..., V, H)
+
+# %% ../nbs/04_selection.ipynb #a6c5c919
+@patch
+def forward(self:RealEmbedding, x:Tensor) -> Tensor:
+    "Each variable's embedding of x (..., V): (..., V, H)."
+    return torch.einsum('...v,vh->...vh', x, self.weight) + self.bias  # (..., V, H)
 
 # %% ../nbs/04_selection.ipynb #1ca2da81
 class StaticEmbedding(nn.Module):
@@ -37,8 +42,12 @@ class StaticEmbedding(nn.Module):
         self.table = nn.Embedding(sum(cardinalities), hidden)
         offsets = torch.tensor([0, *cardinalities[:-1]], dtype=torch.long).cumsum(0)[:len(cardinalities)]
         self.register_buffer('offsets', offsets, persistent=False)     # (S,) first row of each variable
-    def forward(self, ids:Tensor) -> Tensor:   # (B, S) long category ids
-        return self.table(ids + self.offsets)  # (B, S, H)
+
+# %% ../nbs/04_selection.ipynb #af21eef0
+@patch
+def forward(self:StaticEmbedding, ids:Tensor) -> Tensor:
+    "The embeddings of the category ids (B, S): (B, S, H)."
+    return self.table(ids + self.offsets)  # (B, S, H)
 
 # %% ../nbs/04_selection.ipynb #562f4609
 class VariableSelectionNetwork(nn.Module):
@@ -53,15 +62,19 @@ class VariableSelectionNetwork(nn.Module):
         self.variables = variables
         if variables > 1: self.flat = GatedResidualNetwork(variables * hidden, hidden, variables, dropout, d_context)
         self.grns = GatedResidualNetwork(hidden, hidden, hidden, dropout, variables=variables)
-    def forward(self,
-        xi:Tensor,          # (B, [T,] V, H) embedded inputs
-        c:Tensor|None=None, # (B, d_context) static selection context
-    ) -> tuple[Tensor, Tensor]:
-        if self.variables > 1: w = torch.softmax(self.flat(xi.flatten(-2), c), dim=-1)   # (B, [T,] V)
-        else: w = xi.new_ones(xi.shape[:-1])                                # one variable: its weight is 1
-        per_variable = self.grns(xi.movedim(-2, 0))                         # (V, B, [T,] H), variable first
-        out = (w.movedim(-1, 0).unsqueeze(-1) * per_variable).sum(0)        # (B, [T,] H)
-        return out, w
+
+# %% ../nbs/04_selection.ipynb #3e295360
+@patch
+def forward(self:VariableSelectionNetwork,
+    xi:Tensor,          # (B, [T,] V, H) embedded inputs
+    c:Tensor|None=None, # (B, d_context) static selection context
+) -> tuple[Tensor, Tensor]:
+    "The weighted sum of the variables' GRNs (B, [T,] H) and the weights (B, [T,] V)."
+    if self.variables > 1: w = torch.softmax(self.flat(xi.flatten(-2), c), dim=-1)   # (B, [T,] V)
+    else: w = xi.new_ones(xi.shape[:-1])                                # one variable: its weight is 1
+    per_variable = self.grns(xi.movedim(-2, 0))                         # (V, B, [T,] H), variable first
+    out = (w.movedim(-1, 0).unsqueeze(-1) * per_variable).sum(0)        # (B, [T,] H)
+    return out, w
 
 # %% ../nbs/04_selection.ipynb #ded03c2a
 class StaticContexts(NamedTuple):
@@ -86,9 +99,13 @@ class StaticCovariateEncoder(nn.Module):
             self.vsn = VariableSelectionNetwork(len(cardinalities), hidden, dropout)
         else: self.constant = nn.Parameter(torch.randn(hidden))   # zeta without static inputs, init as an embedding row
         self.contexts = GatedResidualNetwork(hidden, hidden, hidden, dropout, variables=4)
-    def forward(self, static:Tensor) -> StaticContexts:  # (B, S) long
-        B, S = static.shape
-        if S: zeta, w = self.vsn(self.embedding(static))                    # (B, H), (B, S)
-        else: zeta, w = self.constant.expand(B, -1), self.constant.new_zeros(B, 0)
-        c = self.contexts(zeta.expand(4, -1, -1))                           # (4, B, H)
-        return StaticContexts(*c.unbind(0), w)
+
+# %% ../nbs/04_selection.ipynb #c3bf255c
+@patch
+def forward(self:StaticCovariateEncoder, static:Tensor) -> StaticContexts:
+    "The four contexts and the selection weights of the static ids (B, S)."
+    B, S = static.shape
+    if S: zeta, w = self.vsn(self.embedding(static))                    # (B, H), (B, S)
+    else: zeta, w = self.constant.expand(B, -1), self.constant.new_zeros(B, 0)
+    c = self.contexts(zeta.expand(4, -1, -1))                           # (4, B, H)
+    return StaticContexts(*c.unbind(0), w)

@@ -18,6 +18,7 @@ HOLIDAYS = [Holiday("New Year's Day", month=1, day=1, observance=sunday_to_monda
             Holiday('Independence Day', month=7, day=4, observance=nearest_workday), USLaborDay, USThanksgivingDay,
             Holiday('Christmas Day', month=12, day=25, observance=nearest_workday)]   # the US exchanges' (NYSE, Nasdaq)
 
+# %% ../nbs/15_trading_calendar.ipynb #8fa68482
 def observed_holidays(days: pd.DatetimeIndex, rules: list | None = None) -> list:
     "The holiday `rules` (default `HOLIDAYS`) that bars on `days` (naive dates) close on: most past dates lack bars."
     observed = []
@@ -42,20 +43,31 @@ def sessions(ts: pd.Series, weeks: int = 4) -> dict:
     return slots
 
 # %% ../nbs/15_trading_calendar.ipynb #159cfa04
-def future_times(ts: pd.Series, n: int) -> pd.DatetimeIndex:
-    "The `n` timestamps after the last of `ts`: the next trading days' bars if daily or intraday, else by spacing."
-    step, last = ts.diff().median(), ts.iloc[-1]
-    days = pd.DatetimeIndex(ts.dt.tz_convert(None).dt.normalize())
-    if pd.Timedelta(hours=20) <= step <= pd.Timedelta(days=4) and (ts.dt.day_of_week < 5).all():   # daily, weekdays
-        start, end = days[-1] + pd.Timedelta(days=1), days[-1] + pd.Timedelta(days=2 * n + 14)
-        closed = [d for r in observed_holidays(days) for d in r.dates(start, end)]
-        return pd.bdate_range(start, periods=n, freq='C', holidays=closed, tz='UTC') + (last - last.normalize())
-    if step >= pd.Timedelta(hours=20) or days[0] == days[-1]:
-        return pd.DatetimeIndex([last + (k + 1) * step for k in range(n)])
-    slots, out, d = sessions(ts), [], last.normalize()   # intraday: each day of the week's session, from the last bar
+def _next_days(days: pd.DatetimeIndex, last: pd.Timestamp, n: int) -> pd.DatetimeIndex:
+    "The `n` daily bars after `last`, the last of bars on `days`: the next trading days, at its time of day."
+    start, end = days[-1] + pd.Timedelta(days=1), days[-1] + pd.Timedelta(days=2 * n + 14)
+    closed = [d for r in observed_holidays(days) for d in r.dates(start, end)]
+    return pd.bdate_range(start, periods=n, freq='C', holidays=closed, tz='UTC') + (last - last.normalize())
+
+# %% ../nbs/15_trading_calendar.ipynb #492fcd83
+def _next_session_bars(ts: pd.Series, days: pd.DatetimeIndex, n: int) -> pd.DatetimeIndex:
+    "The `n` intraday bars after the last of `ts` (on `days`): each day of the week's session, from the last bar."
+    last = ts.iloc[-1]
+    slots, out, d = sessions(ts), [], last.normalize()
     horizon_end = days[-1] + pd.Timedelta(days=7 * n + 14)
     closed = {h for r in observed_holidays(days.unique()) for h in r.dates(days[-1], horizon_end)}
     while len(out) < n:
         if d.tz_localize(None) not in closed: out += [d + s for s in slots.get(d.day_of_week, ()) if d + s > last]
         d += pd.Timedelta(days=1)
     return pd.DatetimeIndex(out[:n]).as_unit(ts.dt.unit)
+
+# %% ../nbs/15_trading_calendar.ipynb #a2ff03e9
+def future_times(ts: pd.Series, n: int) -> pd.DatetimeIndex:
+    "The `n` timestamps after the last of `ts`: the next trading days' bars if daily or intraday, else by spacing."
+    step, last = ts.diff().median(), ts.iloc[-1]
+    days = pd.DatetimeIndex(ts.dt.tz_convert(None).dt.normalize())
+    if pd.Timedelta(hours=20) <= step <= pd.Timedelta(days=4) and (ts.dt.day_of_week < 5).all():   # daily, weekdays
+        return _next_days(days, last, n)
+    if step >= pd.Timedelta(hours=20) or days[0] == days[-1]:
+        return pd.DatetimeIndex([last + (k + 1) * step for k in range(n)])
+    return _next_session_bars(ts, days, n)

@@ -178,32 +178,43 @@ class Scaler:
     scale: np.ndarray    # (G, F) scale (std or max - min), never 0
     method: str = 'zscore'  # 'zscore' or 'minmax'
 
-    @classmethod
-    def fit(cls, x: np.ndarray, group: np.ndarray, n_groups: int, names, method='zscore'):
-        "Fit on rows `x` (N, F); `group` (N,) in [0, n_groups) picks the scaler of each row."
-        loc, scale = np.zeros((n_groups, x.shape[1])), np.ones((n_groups, x.shape[1]))
-        for g in range(n_groups):
-            xg = x[group == g]
-            if not len(xg): raise ValueError(f"no training rows to fit the scaler of group {g}")
-            loc[g], hi = (xg.mean(0), None) if method == 'zscore' else (xg.min(0), xg.max(0))
-            s = xg.std(0) if method == 'zscore' else hi - loc[g]
-            scale[g] = np.where(s > 0, s, 1.0)
-        return cls(list(names), loc, scale, method)
+# %% ../nbs/02_windows.ipynb #c917efd7
+@patch(cls_method=True)
+def fit(cls:Scaler, x: np.ndarray, group: np.ndarray, n_groups: int, names, method='zscore'):
+    "Fit on rows `x` (N, F); `group` (N,) in [0, n_groups) picks the scaler of each row."
+    loc, scale = np.zeros((n_groups, x.shape[1])), np.ones((n_groups, x.shape[1]))
+    for g in range(n_groups):
+        xg = x[group == g]
+        if not len(xg): raise ValueError(f"no training rows to fit the scaler of group {g}")
+        loc[g], hi = (xg.mean(0), None) if method == 'zscore' else (xg.min(0), xg.max(0))
+        s = xg.std(0) if method == 'zscore' else hi - loc[g]
+        scale[g] = np.where(s > 0, s, 1.0)
+    return cls(list(names), loc, scale, method)
 
-    def transform(self, x, group):
-        "Scale features `x` (N, F) of rows in scaler groups `group` (N,)."
-        return (x - self.loc[group]) / self.scale[group]
-    def inverse(self, x, group, name):
-        "Map scaled values `x` of feature `name` back to original units (`group` broadcasts against `x`)."
-        j = self.names.index(name)
-        return x * self.scale[group, j] + self.loc[group, j]
-    def to_dict(self):
-        "A JSON-safe dict of the scaler (for a checkpoint sidecar)."
-        return dict(names=self.names, loc=self.loc.tolist(), scale=self.scale.tolist(), method=self.method)
-    @classmethod
-    def from_dict(cls, d):
-        "The scaler stored by `to_dict`."
-        return cls(list(d['names']), np.array(d['loc']), np.array(d['scale']), d['method'])
+# %% ../nbs/02_windows.ipynb #64191cd0
+@patch
+def transform(self:Scaler, x, group):
+    "Scale features `x` (N, F) of rows in scaler groups `group` (N,)."
+    return (x - self.loc[group]) / self.scale[group]
+
+# %% ../nbs/02_windows.ipynb #0fc3fea3
+@patch
+def inverse(self:Scaler, x, group, name):
+    "Map scaled values `x` of feature `name` back to original units (`group` broadcasts against `x`)."
+    j = self.names.index(name)
+    return x * self.scale[group, j] + self.loc[group, j]
+
+# %% ../nbs/02_windows.ipynb #0b5ce108
+@patch
+def to_dict(self:Scaler):
+    "A JSON-safe dict of the scaler (for a checkpoint sidecar)."
+    return dict(names=self.names, loc=self.loc.tolist(), scale=self.scale.tolist(), method=self.method)
+
+# %% ../nbs/02_windows.ipynb #abccc2f8
+@patch(cls_method=True)
+def from_dict(cls:Scaler, d):
+    "The scaler stored by `to_dict`."
+    return cls(list(d['names']), np.array(d['loc']), np.array(d['scale']), d['method'])
 
 # %% ../nbs/02_windows.ipynb #286d15d2
 @dataclass
@@ -220,11 +231,13 @@ class DataSpec:
     relative: list = dataclass_field(default_factory=list)   # inputs given as the log change from the origin (close)
     categories: dict = dataclass_field(default_factory=dict)  # the categories of each static column of the data
 
-    def model_sizes(self) -> dict:
-        "The data-derived fields of `tft_nb.model.TFTConfig`."
-        return dict(encoder_vars=len(self.encoder_vars), decoder_vars=len(self.decoder_vars),
-                    static_cardinalities=tuple(self.static_cardinalities), encoder_length=self.encoder_length,
-                    horizon=self.horizon, target_index=self.encoder_vars.index(self.target))
+# %% ../nbs/02_windows.ipynb #b8b8ccff
+@patch
+def model_sizes(self:DataSpec) -> dict:
+    "The data-derived fields of `tft_nb.model.TFTConfig`."
+    return dict(encoder_vars=len(self.encoder_vars), decoder_vars=len(self.decoder_vars),
+                static_cardinalities=tuple(self.static_cardinalities), encoder_length=self.encoder_length,
+                horizon=self.horizon, target_index=self.encoder_vars.index(self.target))
 
 # %% ../nbs/02_windows.ipynb #e14bce14
 class Windows:
@@ -247,7 +260,9 @@ class Windows:
         self._e = torch.arange(-encoder_length + 1, 1, device=rows.device)
         self._d = torch.arange(1, horizon + 1, device=rows.device)
 
-    def __len__(self): return len(self.rows)
+# %% ../nbs/02_windows.ipynb #2609c8dd
+@patch
+def __len__(self:Windows) -> int: return len(self.rows)
 
 # %% ../nbs/02_windows.ipynb #877b8697
 @patch
@@ -307,14 +322,16 @@ class WindowData:
     val: Windows
     test: Windows
 
-    def to(self, device) -> WindowData:
-        "A copy on `device`; the splits keep sharing one copy of the feature tensors."
-        w = self.train
-        shared = [x.to(device) for x in (w.enc, w.dec, w.tgt, w.series, w.time_idx)]
-        level, statics = (None if x is None else x.to(device) for x in (w.level, w.statics))
-        split = lambda s: Windows(*shared, s.rows.to(device), s.encoder_length, s.horizon, s.anchor, level,
-                                  s.anchor_target, statics)
-        return replace(self, train=split(self.train), val=split(self.val), test=split(self.test))
+# %% ../nbs/02_windows.ipynb #65e6d849
+@patch
+def to(self:WindowData, device) -> WindowData:
+    "A copy on `device`; the splits keep sharing one copy of the feature tensors."
+    w = self.train
+    shared = [x.to(device) for x in (w.enc, w.dec, w.tgt, w.series, w.time_idx)]
+    level, statics = (None if x is None else x.to(device) for x in (w.level, w.statics))
+    split = lambda s: Windows(*shared, s.rows.to(device), s.encoder_length, s.horizon, s.anchor, level,
+                              s.anchor_target, statics)
+    return replace(self, train=split(self.train), val=split(self.val), test=split(self.test))
 
 # %% ../nbs/02_windows.ipynb #0379069e
 def _split_origins(series, time_idx, split, te: int, td: int) -> dict:
