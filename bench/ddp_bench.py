@@ -64,7 +64,8 @@ def worker(a: argparse.Namespace):
         model = TemporalFusionTransformer(config).to(device)
         cfg = TrainConfig(batch_size=a.batch, seed=a.seed, device=a.device, bf16=a.bf16)
         train = data.train.to(device)
-        state = TrainingState.begin(model, cfg, rank=world.rank)
+        state = TrainingState.begin(model, cfg)
+        world.seed(cfg.seed)
         state.net = world.wrap(model, device)
         autocast = a.bf16 and device.type == 'cuda'
         train_steps(state, train, cfg, a.warmup, world, autocast)

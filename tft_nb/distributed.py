@@ -15,11 +15,11 @@ from .checks import SpeltMessage
 from .windows import Windows
 from .loss import pinball
 from .evaluate import EVAL_BATCH, evaluate_loss, predict
-from .train import micro_batch_weights, split_share
 from .processes import ALONE, TORCHRUN_ENV, Processes, RankLost
 
 # %% auto #0
-__all__ = ['TIMEOUT', 'COLLECTIVE_FAILED', 'World', 'this_world', 'distributed', 'largest', 'shard', 'loss_sums']
+__all__ = ['TIMEOUT', 'COLLECTIVE_FAILED', 'World', 'this_world', 'distributed', 'largest', 'split_share', 'rank_weights',
+           'shard', 'loss_sums']
 
 # %% ../nbs/20_distributed.ipynb #1ce165a8
 TIMEOUT = datetime.timedelta(minutes=10)   # how long a collective waits for a rank before the job fails
@@ -173,6 +173,17 @@ def agree(self: World, fn: Callable, *args, on: int | None = None):
     if failed := [(r, e) for r, e in enumerate(errors) if e is not None]: raise _relayed(*failed[0])
     return out
 
+# %% ../nbs/20_distributed.ipynb #ac1a21c1
+def split_share(n: int, rank: int = 0, world: int = 1) -> int:
+    "How many of `n` items rank `rank` of `world` takes: the length of its part in `torch.tensor_split`."
+    return n // world + (rank < n % world)
+
+# %% ../nbs/20_distributed.ipynb #b6c049fc
+def rank_weights(sizes: list[int], rank: int = 0, world: int = 1) -> list[float]:
+    "Loss weight of rank `rank`'s share of each micro-batch of `sizes` windows: summed gradients = one batch of all."
+    total = sum(sizes)
+    return [world * split_share(n, rank, world) / total for n in sizes]
+
 # %% ../nbs/20_distributed.ipynb #49835f78
 @patch
 def batches(self: World, windows: Windows, batch_size: int, generator: torch.Generator):
@@ -211,7 +222,21 @@ def val_loss(self: World, model, windows: Windows, autocast: bool = False, batch
 def wrap(self: World, model: torch.nn.Module, device: torch.device) -> torch.nn.Module:
     "The module that trains: `model`'s DistributedDataParallel wrapper (the weights of rank 0 on every rank)."
     ids = [device.index] if device.type == 'cuda' else None
-    return torch.nn.parallel.DistributedDataParallel(model, device_ids=ids)
+    net = torch.nn.parallel.DistributedDataParallel(model, device_ids=ids)
+    net.config = model.config                                            # what a step reads of the model it trains
+    return net
+
+# %% ../nbs/20_distributed.ipynb #6aec5c20
+@patch
+def accumulating(self: World, net: torch.nn.Module):
+    "The context of a step's backward passes before its last: DDP's `no_sync`, so that gradients add up unshared."
+    return net.no_sync
+
+# %% ../nbs/20_distributed.ipynb #c8e62109
+@patch
+def seed(self: World, seed: int):
+    "Seed this rank's dropout from the run's `seed`: the seed plus the rank, so that the ranks drop different units."
+    torch.manual_seed((seed + self.rank) % 2**63)
 
 # %% ../nbs/20_distributed.ipynb #d509d96f
 @patch
@@ -241,8 +266,8 @@ def describe(self: World, batch_size: int) -> str:
 # %% ../nbs/20_distributed.ipynb #baff40ad
 @patch
 def weights(self: World, sizes: list[int]) -> list[float]:
-    "Loss weights of this rank's shares of micro-batches of `sizes` windows (`micro_batch_weights`)."
-    return micro_batch_weights(sizes, self.rank, self.size)
+    "Loss weights of this rank's shares of micro-batches of `sizes` windows (`rank_weights`)."
+    return rank_weights(sizes, self.rank, self.size)
 
 @patch
 def share(self: World, n: int) -> int:

@@ -68,10 +68,11 @@ def train_epoch(state: TrainingState, windows: Windows, cfg: TrainConfig, autoca
     batches = world.batches(windows, cfg.batch_size, state.order)   # this process's parts, and batch sizes
     bar = progress_bar(batches, n_batches, f'epoch {state.epoch + 1}/{cfg.epochs}',
                        progress if world.main else False)
+    net = state.net or state.model                                    # what a step calls
     steps = itertools.islice(chunked(bar, cfg.accumulate_grad_batches), done, None)   # those done: skipped
     for i, group in enumerate(steps, start=done):
         micro, weights = [b for b, _ in group], world.weights([n for _, n in group])
-        loss, norm = train_step(state.net or state.model, state.opt, micro, cfg.grad_clip, autocast, weights)
+        loss, norm = train_step(net, state.opt, micro, cfg.grad_clip, autocast, weights, world.accumulating(net))
         if i == 0: check_gradients(state.model)
         state.step += 1
         norms.update(norm)
@@ -245,7 +246,8 @@ def fit(model: TemporalFusionTransformer, data: WindowData, cfg: TrainConfig = T
         with RunFolder.shared(cfg, model, run_data(data, data_config, source), resume, log, world) as folder:   # locked
             model.to(device)
             data = data.to(device)
-            state = TrainingState.begin(model, cfg, optimizer, world.rank)   # seeded; the optimizer checked
+            state = TrainingState.begin(model, cfg, optimizer)       # seeded; the optimizer checked
+            world.seed(cfg.seed)                                      # several processes: dropout of each its own
             with folder.interrupts(), held_signals() as signals:      # Ctrl-C, SIGTERM: stop after the step, saved
                 folder.restore(state, cfg.epochs)                     # the last check: a resume's state loads
                 if model.config.har_base and not model.har.fitted: start_at_har(model, data.train)   # a new model

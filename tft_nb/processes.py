@@ -58,6 +58,17 @@ def share(self: Processes, n: int) -> int:
     "How many of `n` windows this process takes."
     return n
 
+# %% ../nbs/11a_processes.ipynb #25705e43
+@patch
+def seed(self: Processes, seed: int):
+    "Seed this process's dropout from the run's `seed`: one process keeps the seed that `TrainingState.begin` set."
+
+# %% ../nbs/11a_processes.ipynb #d5f2e447
+@patch
+def accumulating(self: Processes, net: torch.nn.Module):
+    "The context of a step's backward passes before its last (`train_step`'s `accumulating`): none here."
+    return contextlib.nullcontext
+
 # %% ../nbs/11a_processes.ipynb #62f4435d
 @patch
 def total(self: Processes, t: Tensor) -> Tensor:

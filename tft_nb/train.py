@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib, logging, math
 from dataclasses import dataclass, field
 from types import SimpleNamespace
+from typing import Callable
 import torch
 from torch import nn, Tensor
 from torch.optim.lr_scheduler import ReduceLROnPlateau
@@ -21,7 +22,7 @@ from .evaluate import bf16_autocast
 
 # %% auto #0
 __all__ = ['DEVICES', 'VANISHING', 'EXPLODING', 'NO_DECAY', 'HISTORY_COLUMNS', 'TrainConfig', 'check_stopping',
-           'check_train_config', 'asked_autocast', 'split_share', 'micro_batch_weights', 'grad_norm', 'GradNormStats',
+           'check_train_config', 'asked_autocast', 'micro_batch_weights', 'grad_norm', 'GradNormStats',
            'check_grad_norms', 'param_groups', 'make_optimizer', 'TrainingError', 'check_optimizer', 'check_gradients',
            'train_step', 'make_scheduler', 'learning_rate', 'set_learning_rate', 'EarlyStopping', 'EpochProgress',
            'TrainingState', 'Diverged', 'nonfinite', 'divergence']
@@ -102,14 +103,10 @@ def asked_autocast(cfg: TrainConfig, device: torch.device) -> bool | None:
     return cfg.bf16 if device.type == 'cuda' else cfg.cpu_bf16
 
 # %% ../nbs/10_train.ipynb #a6b20a4d
-def split_share(n: int, rank: int = 0, world: int = 1) -> int:
-    "How many of `n` items rank `rank` of `world` takes: the length of its part in `torch.tensor_split`."
-    return n // world + (rank < n % world)
-
-def micro_batch_weights(sizes: list[int], rank: int = 0, world: int = 1) -> list[float]:
-    "Loss weight of rank `rank`'s share of each micro-batch of `sizes` windows: summed gradients = one batch of all."
+def micro_batch_weights(sizes: list[int]) -> list[float]:
+    "Loss weight of each micro-batch of `sizes` windows, its share of them: the summed gradients are one batch's."
     total = sum(sizes)
-    return [world * split_share(n, rank, world) / total for n in sizes]
+    return [n / total for n in sizes]
 
 # %% ../nbs/10_train.ipynb #3f704b09
 def grad_norm(params) -> Tensor:
@@ -208,14 +205,14 @@ def check_gradients(model: nn.Module):
 
 # %% ../nbs/10_train.ipynb #bd94c8e2
 def train_step(model, opt: torch.optim.Optimizer, micro: list[Batch], grad_clip: float = 0.0,
-               autocast: bool = False, weights: list[float] | None = None) -> tuple[Tensor, Tensor]:
+               autocast: bool = False, weights: list[float] | None = None,
+               accumulating: Callable = contextlib.nullcontext) -> tuple[Tensor, Tensor]:
     "One optimizer step over the micro-batches `micro`; returns (mean loss, gradient norm) as device tensors."
     opt.zero_grad(set_to_none=True)                                  # 1. PyTorch accumulates: clear the last step's
-    total, q = 0.0, getattr(model, 'module', model).config.quantiles  # (a DistributedDataParallel wraps the model)
+    total, q = 0.0, model.config.quantiles
     weights = weights or micro_batch_weights([len(b.target) for b in micro])
     for i, (b, w) in enumerate(zip(micro, weights)):
-        last = i == len(micro) - 1                                   # DDP: ranks average gradients after the last
-        with (contextlib.nullcontext() if last or not hasattr(model, 'no_sync') else model.no_sync()):
+        with accumulating() if i < len(micro) - 1 else contextlib.nullcontext():   # all but the last micro-batch
             with bf16_autocast(b.target.device, autocast):
                 pred = model(b).quantiles
             loss = quantile_loss(pred.float(), b.target, q)
@@ -319,13 +316,12 @@ class TrainingState:
     step: int = 0                                # optimizer steps done
     history: list = field(default_factory=list)  # one dict per epoch done, HISTORY_COLUMNS
     partial: EpochProgress | None = None         # how far the epoch under way has come, when stopped inside it
-    net: nn.Module | None = None                 # what a step calls: the model's DistributedDataParallel, or None
+    net: nn.Module | None = None                 # what a step calls, if not the model: a wrapper of it
 
     @classmethod
-    def begin(cls, model: nn.Module, cfg: TrainConfig, opt: torch.optim.Optimizer | None = None,
-              rank: int = 0) -> TrainingState:
-        "A fresh run's state, seeded from `cfg.seed` (dropout: and `rank`), with `opt` or the optimizer of `cfg`."
-        torch.manual_seed((cfg.seed + rank) % 2**63)                    # dropout: its own on each rank
+    def begin(cls, model: nn.Module, cfg: TrainConfig, opt: torch.optim.Optimizer | None = None) -> TrainingState:
+        "A fresh run's state, seeded from `cfg.seed` (dropout too), with `opt` or the optimizer of `cfg`."
+        torch.manual_seed(cfg.seed)
         opt = opt or make_optimizer(model, cfg)
         check_optimizer(model, opt)
         stopping = EarlyStopping(cfg.early_stopping_patience, cfg.early_stopping_threshold)
