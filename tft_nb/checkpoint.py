@@ -16,8 +16,8 @@ from .train import EpochProgress, TrainingState, nonfinite
 # %% auto #0
 __all__ = ['SIDECAR_DIGEST', 'LEFTOVER', 'RESUME_STATE', 'CheckpointError', 'checkpoint_stem', 'sidecar_digest', 'versions',
            'checkpoint_files', 'save_checkpoint', 'load_checkpoint', 'read_sidecar', 'add_to_sidecar',
-           'weight_mismatch', 'tidy_leftovers', 'as_json', 'optimizer_state', 'load_optimizer_state', 'rank_rng',
-           'rng_state', 'set_rng_state', 'resume_state', 'load_resume_state']
+           'weight_mismatch', 'tidy_leftovers', 'as_json', 'optimizer_state', 'load_optimizer_state', 'rng_state',
+           'set_rng_state', 'resume_state', 'load_resume_state']
 
 # %% ../nbs/11_checkpoint.ipynb #bf488b00
 class CheckpointError(UsageError):
@@ -306,35 +306,23 @@ def load_optimizer_state(opt: torch.optim.Optimizer, tensors: dict, rest: dict):
     except ValueError as e:   # other parameter groups
         raise ValueError(f"it does not fit this optimizer ({e}); start a fresh run") from None
 
-# %% ../nbs/11_checkpoint.ipynb #ec21cced
-def rank_rng() -> dict:
-    "The generators of dropout in this process, which differ between the ranks of a distributed run."
-    own = {'torch': torch.get_rng_state()}
-    if torch.cuda.is_available(): own['cuda'] = torch.cuda.get_rng_state()   # this rank's device
-    return own
-
 # %% ../nbs/11_checkpoint.ipynb #c8b97468
-def rng_state(data_gen: torch.Generator, ranks: list[dict] | None = None) -> tuple[dict, dict]:
-    "States of every random generator (and each rank's `rank_rng` of a distributed run), as (tensors, JSON-safe rest)."
+def rng_state(data_gen: torch.Generator) -> tuple[dict, dict]:
+    "States of every random generator, as (tensors, JSON-safe rest)."
     tensors = {'rng.torch': torch.get_rng_state(), 'rng.data': data_gen.get_state()}
     if torch.cuda.is_available():
         for i, s in enumerate(torch.cuda.get_rng_state_all()): tensors[f'rng.cuda.{i}'] = s
-    if ranks and len(ranks) > 1:
-        tensors.update({f'rng.rank{r}.{k}': t for r, own in enumerate(ranks) for k, t in own.items()})
     npst = np.random.get_state()
     return tensors, dict(python=list(map(lambda x: list(x) if isinstance(x, tuple) else x, random.getstate())),
                          numpy=[npst[0], npst[1].tolist(), *npst[2:]])
 
 # %% ../nbs/11_checkpoint.ipynb #8ce09f7c
-def set_rng_state(data_gen: torch.Generator, tensors: dict, rest: dict, rank: int = 0):
-    "Inverse of `rng_state`, for rank `rank` of the run."
+def set_rng_state(data_gen: torch.Generator, tensors: dict, rest: dict):
+    "Inverse of `rng_state`."
     torch.set_rng_state(tensors['rng.torch'])
     data_gen.set_state(tensors['rng.data'])
     cuda = [tensors[f'rng.cuda.{i}'] for i in range(sum(k.startswith('rng.cuda.') for k in tensors))]
     if cuda and torch.cuda.is_available(): torch.cuda.set_rng_state_all(cuda[:torch.cuda.device_count()])
-    if (own := tensors.get(f'rng.rank{rank}.torch')) is not None: torch.set_rng_state(own)
-    if (own := tensors.get(f'rng.rank{rank}.cuda')) is not None and torch.cuda.is_available():
-        torch.cuda.set_rng_state(own)
     v, s, g = rest['python']
     random.setstate((v, tuple(s), g))
     n = rest['numpy']
@@ -344,10 +332,10 @@ def set_rng_state(data_gen: torch.Generator, tensors: dict, rest: dict, rank: in
 # the sidecar entries a resume restores, with their types (and 'scheduler', which may be null)
 RESUME_STATE = dict(epoch=int, global_step=int, history=list, optimizer=dict, early_stopping=dict, rng=dict)
 
-def resume_state(state: TrainingState, ranks: list[dict] | None = None) -> tuple[dict, dict]:
-    "What a resumable checkpoint holds of `state` (and of `ranks`' generators) besides its weights: (tensors, entries)."
+def resume_state(state: TrainingState) -> tuple[dict, dict]:
+    "What a resumable checkpoint holds of `state` besides its weights: (tensors, entries)."
     opt_t, opt_rest = optimizer_state(state.opt)
-    rng_t, rng_rest = rng_state(state.order, ranks)
+    rng_t, rng_rest = rng_state(state.order)
     schedule = state.schedule.state_dict() if state.schedule is not None else None
     entries = dict(epoch=state.epoch, global_step=state.step, history=state.history, optimizer=opt_rest,
                    scheduler=schedule, early_stopping=state.stopping.state_dict(), rng=rng_rest)
@@ -369,13 +357,13 @@ def _set_partial(state: TrainingState, tensors: dict, p: dict | None):
                                         tensors['partial.norms'], float(p['seconds']))
 
 # %% ../nbs/11_checkpoint.ipynb #6a4e65f9
-def load_resume_state(state: TrainingState, weights: dict, tensors: dict, side: dict, rank: int = 0):
-    "Restore `state` (of rank `rank`) from a resumable checkpoint's weights, training tensors and sidecar."
+def load_resume_state(state: TrainingState, weights: dict, tensors: dict, side: dict):
+    "Restore `state` from a resumable checkpoint's weights, training tensors and sidecar."
     _restore('weights', state.model.load_state_dict, weights)
     _restore('optimizer entry', load_optimizer_state, state.opt, tensors, side['optimizer'])
     if state.schedule is not None and side.get('scheduler'):
         _restore('scheduler entry', state.schedule.load_state_dict, side['scheduler'])
     _restore('early_stopping entry', state.stopping.load_state_dict, side['early_stopping'])
-    _restore('rng entry', set_rng_state, state.order, tensors, side['rng'], rank)
+    _restore('rng entry', set_rng_state, state.order, tensors, side['rng'])
     _restore('partial entry', _set_partial, state, tensors, side.get('partial'))
     state.epoch, state.step, state.history = side['epoch'], side['global_step'], side['history']

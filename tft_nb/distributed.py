@@ -238,6 +238,28 @@ def seed(self: World, seed: int):
     "Seed this rank's dropout from the run's `seed`: the seed plus the rank, so that the ranks drop different units."
     torch.manual_seed((seed + self.rank) % 2**63)
 
+# %% ../nbs/20_distributed.ipynb #e47605ab
+def _own_generators() -> dict:
+    "This process's dropout generators: the CPU's, and its GPU's where CUDA is."
+    own = {'torch': torch.get_rng_state()}
+    if torch.cuda.is_available(): own['cuda'] = torch.cuda.get_rng_state()   # this rank's device
+    return own
+
+# %% ../nbs/20_distributed.ipynb #3d2e1b57
+@patch
+def generators(self: World) -> dict:
+    "Every rank's dropout generators, as a checkpoint's tensors `rng.rank1.torch`, ... (a collective; none alone)."
+    if self.size == 1: return {}
+    return {f'rng.rank{r}.{k}': t for r, own in enumerate(self.gather(_own_generators())) for k, t in own.items()}
+
+# %% ../nbs/20_distributed.ipynb #cbc98b46
+@patch
+def restore_generators(self: World, tensors: dict):
+    "Set this rank's dropout generators from a checkpoint's `tensors`, where they hold this rank's."
+    if (own := tensors.get(f'rng.rank{self.rank}.torch')) is not None: torch.set_rng_state(own)
+    if (own := tensors.get(f'rng.rank{self.rank}.cuda')) is not None and torch.cuda.is_available():
+        torch.cuda.set_rng_state(own)
+
 # %% ../nbs/20_distributed.ipynb #d509d96f
 @patch
 def stop(self: World, signals: list) -> bool:

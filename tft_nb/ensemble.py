@@ -104,7 +104,7 @@ def _save_ensemble(ens:Ensemble, data:WindowData, cfg:TrainConfig, data_config:D
 # %% ../nbs/14a_ensemble.ipynb #2b4de4a9
 def _train_members(models:list, data:WindowData, cfg:TrainConfig, data_config, resume, log, progress, source,
                    world:Processes):
-    "Train this process's members: all of them, or under torchrun members rank, rank + size, ..., each alone."
+    "Train this process's members: all of them, or, process k of n, the members k, k + n, ..., each alone."
     for k in range(world.rank, len(models), world.size):
         mcfg = member_config(cfg, k)
         log.info(f"Ensemble member {k + 1} of {len(models)}: seed {mcfg.seed}, in {mcfg.checkpoint_dir}")

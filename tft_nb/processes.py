@@ -69,6 +69,17 @@ def accumulating(self: Processes, net: torch.nn.Module):
     "The context of a step's backward passes before its last (`train_step`'s `accumulating`): none here."
     return contextlib.nullcontext
 
+# %% ../nbs/11a_processes.ipynb #b11799d4
+@patch
+def generators(self: Processes) -> dict:
+    "The tensors of this run's other generators that a checkpoint holds beside the run's own: none here."
+    return {}
+
+# %% ../nbs/11a_processes.ipynb #2aeda7bb
+@patch
+def restore_generators(self: Processes, tensors: dict):
+    "Restore the generators of `generators` from a checkpoint's `tensors`: none here."
+
 # %% ../nbs/11a_processes.ipynb #62f4435d
 @patch
 def total(self: Processes, t: Tensor) -> Tensor:

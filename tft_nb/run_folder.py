@@ -17,7 +17,7 @@ from .train import TrainConfig, TrainingState, EarlyStopping, HISTORY_COLUMNS, l
 from .processes import ALONE, Processes
 from .files import deferred_interrupt, replace_together
 from .checkpoint import (CheckpointError, RESUME_STATE, as_json, checkpoint_files, checkpoint_stem,
-                               load_checkpoint, load_resume_state, rank_rng, resume_state, tidy_leftovers,
+                               load_checkpoint, load_resume_state, resume_state, tidy_leftovers,
                                weight_mismatch)
 try: import fcntl
 except ImportError: fcntl = None                                         # Windows: no folder lock, see below
@@ -352,13 +352,13 @@ def prepare(cls: RunFolder, cfg: TrainConfig, model, data: dict, resume=None, lo
 @patch(cls_method=True)
 def shared(cls: RunFolder, cfg: TrainConfig, model, data: dict, resume=None, log: logging.Logger | None = None,
            world: Processes = ALONE) -> RunFolder:
-    "The folder on every rank: `prepare`d by rank 0, whose outcome the others share, writing nothing themselves."
+    "The folder in every process: `prepare`d by the main one, whose outcome the others share, writing nothing."
     if world is ALONE: return cls.prepare(cfg, model, data, resume, log)
     made = []
     def main():
         made.append(cls.prepare(cfg, model, data, resume, log, world.size))
         return made[0].meta, made[0].earlier, made[0].resumed
-    meta, earlier, resumed = world.agree(main, on=0)                 # rank 0's error, if any, raised on all
+    meta, earlier, resumed = world.agree(main, on=0)                 # the main process's error, if any, raised on all
     if world.main: made[0].world = world
     path = Path(cfg.checkpoint_dir)
     return made[0] if world.main else cls(path, meta, cfg.checkpoint_frequency, earlier, resumed,
@@ -368,7 +368,7 @@ def shared(cls: RunFolder, cfg: TrainConfig, model, data: dict, resume=None, log
 @patch
 def _commit(self: RunFolder, files: list[tuple[Path, bytes]]):
     "Replace `files` together, Ctrl-C held; then remove the earlier run's files (`overwrite`) not among them."
-    if self.world.main:                                               # rank 0 alone writes the run's files
+    if self.world.main:                                               # the main process alone writes the run's files
         with deferred_interrupt():
             replace_together(files)
             for p in set(self.earlier) - {q for q, _ in files}: p.unlink(missing_ok=True)
@@ -393,7 +393,9 @@ def restore(self: RunFolder, state: TrainingState, epochs: int):
     "Continue the resumed run, if any, in `state`; its best weights are carried into this folder."
     r = self.resumed
     if r is None: return
-    try: load_resume_state(state, r.weights, r.tensors, r.side, self.world.rank)
+    try:
+        load_resume_state(state, r.weights, r.tensors, r.side)
+        self.world.restore_generators(r.tensors)                          # several processes: each its own
     except CheckpointError as e:
         raise CheckpointError(f"cannot resume from {r.stem}: {e}; its training state ({r.stem}.train.safetensors and "
                               f"{r.stem.name}.json) was edited, or not written by fit") from None
@@ -437,7 +439,8 @@ def _info(self: RunFolder, state: TrainingState) -> dict:
 def save(self: RunFolder, state: TrainingState, improved: bool = False, last: bool = False):
     "Write the files of `state` together: metrics.csv, tft_epoch_NNN, tft_last, tft_best (inside an epoch: tft_last)."
     weights, info = state.model.state_dict(), self._info(state)           # saved now; copied below if the best
-    tensors, entries = resume_state(state, self.world.gather(rank_rng()) if self.world.size > 1 else None)
+    tensors, entries = resume_state(state)
+    tensors.update(self.world.generators())                               # several processes: the generators of each
     files, enc = [], {}                                                   # each tensor dict encoded once
     if not state.partial and self.frequency and (state.epoch % self.frequency == 0 or last):
         files += checkpoint_files(self.path / f'tft_epoch_{state.epoch:03d}', weights, {**info, **entries}, tensors,
