@@ -26,7 +26,7 @@ from .processes import ALONE, Processes, joined
 
 # %% auto #0
 __all__ = ['chunked', 'epoch_steps', 'train_epoch', 'check_training_data', 'log_epoch', 'FitResult', 'calibrate_run', 'finish',
-           'log_configuration', 'run_epoch', 'plain', 'fit']
+           'log_configuration', 'model_line', 'run_epoch', 'plain', 'fit']
 
 # %% ../nbs/14_fit.ipynb #f8a5e272
 def chunked(it, k: int):
@@ -183,6 +183,12 @@ def log_configuration(log: logging.Logger, source: str | None, data: WindowData,
         log.info(f'  [{name}]')
         for k, v in settings.items(): log.info(f'  {k}: {v}')
 
+# %% ../nbs/14_fit.ipynb #7079f03a
+def model_line(model: torch.nn.Module, device: torch.device, autocast: bool) -> str:
+    "The log line that describes `model` as it trains: its size, its device and its precision."
+    n = sum(p.numel() for p in model.parameters())
+    return f"Model: {n:,} parameters on {device}, {'bf16 autocast' if autocast else 'fp32'}"
+
 # %% ../nbs/14_fit.ipynb #e42adc9c
 def _stopped(signals: list, where: str, folder: RunFolder) -> RunInterrupted:
     "The error that ends a run stopped by the first of `signals`, `where` it stopped."
@@ -247,7 +253,7 @@ def fit(model: TemporalFusionTransformer, data: WindowData, cfg: TrainConfig = T
             model.to(device)
             data = data.to(device)
             state = TrainingState.begin(model, cfg, optimizer)       # seeded; the optimizer checked
-            world.seed(cfg.seed)                                      # several processes: dropout of each its own
+            world.seed(cfg.seed)                                      # the dropout of each process its own
             with folder.interrupts(), held_signals() as signals:      # Ctrl-C, SIGTERM: stop after the step, saved
                 folder.restore(state, cfg.epochs)                     # the last check: a resume's state loads
                 if model.config.har_base and not model.har.fitted: start_at_har(model, data.train)   # a new model
@@ -256,8 +262,7 @@ def fit(model: TemporalFusionTransformer, data: WindowData, cfg: TrainConfig = T
                 cfg = (speed or _default_speed())(model, data, folder.continued(cfg), device, world, log)
                 folder.settle(cfg)                                        # what the speed chose, saved with the run
                 autocast = bool(asked_autocast(cfg, device))              # bf16: as settled, or as `cfg` asks
-                n = sum(p.numel() for p in model.parameters())
-                log.info(f"Model: {n:,} parameters on {device}, {'bf16 autocast' if autocast else 'fp32'}")
+                log.info(model_line(model, device, autocast))
                 if line := world.describe(cfg.batch_size): log.info(line)   # how the processes share a batch
                 while state.epoch < cfg.epochs and not state.stopping.stopped:
                     run_epoch(state, data, cfg, folder, signals, autocast, progress, log)
