@@ -9,8 +9,8 @@ from typing import Callable
 import numpy as np, pandas as pd
 
 # %% auto #0
-__all__ = ['as_argument', 'SpeltMessage', 'UsageError', 'SettingError', 'check_ints', 'check_fields', 'is_date', 'one_of',
-           'check_choice', 'listed', 'refuse_unknown']
+__all__ = ['as_argument', 'SpeltMessage', 'UsageError', 'SettingError', 'check_ints', 'check_fields', 'Checked', 'is_date',
+           'one_of', 'check_choice', 'listed', 'refuse_unknown']
 
 # %% ../nbs/00_checks.ipynb #bff77689
 def as_argument(name: str, *value) -> str:
@@ -50,6 +50,11 @@ def check_fields(cfg, rules: list[tuple]):
         if ok: continue
         got = getattr(cfg, name)
         raise SettingError(lambda s: f"{s(name)} must be {want(s) if callable(want) else want}, got {got!r}")
+
+# %% ../nbs/00_checks.ipynb #6ee0e305
+class Checked:
+    "A config dataclass that refuses a bad setting when it is made: `__post_init__` runs its `check`."
+    def __post_init__(self): self.check()
 
 # %% ../nbs/00_checks.ipynb #0eeac05c
 def is_date(v) -> bool:

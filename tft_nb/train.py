@@ -12,7 +12,7 @@ import torch
 from torch import nn, Tensor
 from torch.optim.lr_scheduler import ReduceLROnPlateau
 from fastcore.basics import patch
-from .checks import SpeltMessage, UsageError, check_fields, check_ints, listed, one_of
+from .checks import Checked, SpeltMessage, UsageError, check_fields, check_ints, listed, one_of
 from .windows import Batch
 from .gating import VariableLayerNorm
 from .selection import RealEmbedding
@@ -21,18 +21,18 @@ from .loss import quantile_loss
 from .evaluate import bf16_autocast
 
 # %% auto #0
-__all__ = ['DEVICES', 'VANISHING', 'EXPLODING', 'NO_DECAY', 'HISTORY_COLUMNS', 'TrainConfig', 'check_stopping',
-           'check_train_config', 'asked_autocast', 'micro_batch_weights', 'grad_norm', 'GradNormStats',
-           'check_grad_norms', 'param_groups', 'make_optimizer', 'TrainingError', 'check_optimizer', 'check_gradients',
-           'train_step', 'make_scheduler', 'learning_rate', 'set_learning_rate', 'EarlyStopping', 'EpochProgress',
-           'TrainingState', 'Diverged', 'nonfinite', 'divergence']
+__all__ = ['DEVICES', 'VANISHING', 'EXPLODING', 'NO_DECAY', 'HISTORY_COLUMNS', 'TrainConfig', 'check_stopping', 'asked_autocast',
+           'micro_batch_weights', 'grad_norm', 'GradNormStats', 'check_grad_norms', 'param_groups', 'make_optimizer',
+           'TrainingError', 'check_optimizer', 'check_gradients', 'train_step', 'make_scheduler', 'learning_rate',
+           'set_learning_rate', 'EarlyStopping', 'EpochProgress', 'TrainingState', 'Diverged', 'nonfinite',
+           'divergence']
 
 # %% ../nbs/10_train.ipynb #af5c84f7
 DEVICES = ('auto', 'cpu', 'cuda')   # device names: 'auto' takes CUDA when it is there
 
 # %% ../nbs/10_train.ipynb #90e70eac
 @dataclass
-class TrainConfig:
+class TrainConfig(Checked):
     "How to train: optimizer, schedule, early stopping, checkpoints, device."
     epochs: int = 50                         # maximum number of epochs
     learning_rate: float = 1e-3              # initial learning rate
@@ -63,8 +63,6 @@ class TrainConfig:
     verbose: bool = False                    # log every step's loss and gradient norm
     overwrite: bool = False                  # a fresh run may replace an earlier run's files in checkpoint_dir
 
-    def __post_init__(self): check_train_config(self)
-
 # %% ../nbs/10_train.ipynb #ff28f298
 def check_stopping(patience: int, threshold: float):
     "Refuse an early-stopping `patience` or `threshold` that cannot be used, naming the `TrainConfig` setting."
@@ -73,7 +71,8 @@ def check_stopping(patience: int, threshold: float):
                          ('early_stopping_threshold', 0 <= threshold < math.inf, '>= 0 and finite')])
 
 # %% ../nbs/10_train.ipynb #7342170e
-def check_train_config(cfg: TrainConfig):
+@patch
+def check(cfg: TrainConfig):
     "Refuse a `TrainConfig` setting that cannot be used, naming it."
     check_ints(cfg)
     finite = lambda x, lo=0: lo <= x < math.inf
