@@ -19,7 +19,7 @@ from .checkpoint import read_sidecar
 from .run_folder import Interrupted, RunInterrupted, run_files
 from .console import visible_log
 from .fit import FitResult
-from .processes import RankLost, env_rank
+from .processes import ProcessLost, env_first
 from .forecast import checkpoint_data, forecast
 from .forecaster import Forecaster, data_sized, load_bars
 
@@ -73,7 +73,7 @@ def command_parser(prog: str, func, configs: dict = {}, aliases: dict = {}) -> a
     "A parser of `func`'s parameters, each config's fields (`configs`: title -> (class, skipped)) and `aliases`."
     p = argparse.ArgumentParser(prog=prog, description=inspect.getdoc(func), allow_abbrev=False)
     said = lambda msg: f"{prog}: error: {msg} ({prog} --help lists the flags)\n"
-    p.error = lambda msg: p.exit(2, said(msg)) if env_rank() == 0 else p.exit(0)   # torchrun: rank 0 fails the job
+    p.error = lambda msg: p.exit(2, said(msg)) if env_first() else p.exit(0)   # torchrun: the first fails the job
     for name, e in setting_entries(func).items(): add_setting(p, name, e)
     for title, (cls, skip) in configs.items():
         group = p.add_argument_group(title)
@@ -216,12 +216,12 @@ def _terminated(sig, frame): raise Interrupted(sig)   # SIGTERM, as Ctrl-C is: a
 # %% ../nbs/17_cli.ipynb #66635e81
 def run_command(func, parser: argparse.ArgumentParser, argv=None, aliases: dict = {}, renamed: dict = {}):
     "Run `func` with the flags of `argv`: one line for an error (status 2), a failed run (1), an interrupt (130, 143)."
-    prog, spell, loud = parser.prog, flag_speller(parser, renamed), env_rank() == 0     # torchrun: rank 0 speaks
+    prog, spell, loud = parser.prog, flag_speller(parser, renamed), env_first()     # torchrun: the first process speaks
     logging.basicConfig(level=logging.INFO if loud else logging.ERROR, format='%(message)s', stream=sys.stderr)
     term = signal.getsignal(signal.SIGTERM)
     if term is not signal.SIG_IGN: signal.signal(signal.SIGTERM, _terminated)
     try: return func(**read_flags(parser, argv, aliases))
-    except RankLost as e: msg, code, loud = f"error: {e.spelt(spell)}", 1, True   # each rank that lost the others
+    except ProcessLost as e: msg, code, loud = f"error: {e.spelt(spell)}", 1, True   # each process that lost the others
     except UsageError as e: msg, code = f"error: {e.spelt(spell)}", 2
     except Diverged as e: msg, code = f"error: {e.spelt(spell)}", 1
     except ValueError as e: msg, code = f"error: {e}", 2
@@ -231,7 +231,7 @@ def run_command(func, parser: argparse.ArgumentParser, argv=None, aliases: dict 
         msg, code = f"interrupted; {left}", 128 + getattr(e, 'signum', signal.SIGINT)
     finally: signal.signal(signal.SIGTERM, term if term is not None else signal.SIG_DFL)
     if loud: print(f"{prog}: {msg}", file=sys.stderr)
-    sys.exit(code if loud or code > 2 else 0)                         # torchrun: rank 0's status fails the job
+    sys.exit(code if loud or code > 2 else 0)                         # torchrun: the first's status fails the job
 
 # %% ../nbs/17_cli.ipynb #15e5aaee
 def train_parser() -> argparse.ArgumentParser:

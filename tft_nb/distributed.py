@@ -15,7 +15,7 @@ from .checks import SpeltMessage
 from .windows import Windows
 from .loss import pinball
 from .evaluate import EVAL_BATCH, evaluate_loss, predict
-from .processes import ALONE, TORCHRUN_ENV, Processes, RankLost
+from .processes import ALONE, TORCHRUN_ENV, Processes, ProcessLost
 
 # %% auto #0
 __all__ = ['TIMEOUT', 'COLLECTIVE_FAILED', 'World', 'this_world', 'distributed', 'largest', 'split_share', 'rank_weights',
@@ -32,6 +32,12 @@ class World(Processes):
     local_rank: int = 0          # the rank among the processes of this machine: its GPU
     group: Any = None            # a gloo group (under gloo: the default group)
 
+# %% ../nbs/20_distributed.ipynb #6671f5c1
+@patch(as_prop=True)
+def index(self: World) -> int:
+    "This process's place among them, as `Processes` names it: its rank."
+    return self.rank
+
 # %% ../nbs/20_distributed.ipynb #8526b2bc
 _control = {}   # the gloo group of the default NCCL group, made once per process group
 
@@ -47,11 +53,11 @@ def this_world() -> World:
 COLLECTIVE_FAILED = ('gloo', 'NCCL', 'c10d', 'ProcessGroup')   # in the text of a collective that lost a rank
 
 # %% ../nbs/20_distributed.ipynb #3714ba5e
-def _lost(world: World, e: RuntimeError) -> RankLost:
+def _lost(world: World, e: RuntimeError) -> ProcessLost:
     "The error of a rank whose collective `e` failed: another rank died or hung."
     first = (str(e).strip().splitlines() or [type(e).__name__])[0]
     why = re.sub(r'^\[[^\]]*\]\s*', '', first).split('. ')[0]       # gloo's "[file:line] Read error ...: reset"
-    return RankLost(lambda s: f"rank {world.rank} of {world.size} lost the others, so the run stops ({why}); "
+    return ProcessLost(lambda s: f"rank {world.rank} of {world.size} lost the others, so the run stops ({why}); "
                               "torchrun's summary names the rank that failed first; the folder keeps its last whole "
                               f"checkpoint, from which {s('resume', 'last')} continues")
 
@@ -67,7 +73,7 @@ def distributed(device: torch.device):
     if not up: dist.init_process_group('nccl' if device.type == 'cuda' else 'gloo', timeout=TIMEOUT)
     world = this_world()
     try: yield world
-    except RankLost: raise
+    except ProcessLost: raise
     except RuntimeError as e:                                   # DistError is one; gloo's lost peer a plain one
         if isinstance(e, dist.DistError) or any(k in str(e) for k in COLLECTIVE_FAILED): raise _lost(world, e) from None
         raise

@@ -105,7 +105,7 @@ def _save_ensemble(ens:Ensemble, data:WindowData, cfg:TrainConfig, data_config:D
 def _train_members(models:list, data:WindowData, cfg:TrainConfig, data_config, resume, log, progress, source,
                    world:Processes):
     "Train this process's members: all of them, or, process k of n, the members k, k + n, ..., each alone."
-    for k in range(world.rank, len(models), world.size):
+    for k in world.own(len(models)):
         mcfg = member_config(cfg, k)
         log.info(f"Ensemble member {k + 1} of {len(models)}: seed {mcfg.seed}, in {mcfg.checkpoint_dir}")
         fit(models[k], data, mcfg, data_config, _resumable(cfg, k, resume), log, progress, source=source,
@@ -125,13 +125,13 @@ def fit_ensemble(models:list, data:WindowData, cfg:TrainConfig, data_config:Data
     root = Path(cfg.checkpoint_dir)
     _check_resume(cfg, resume)
     with joined(resolve_device(cfg.device), processes) as world, visible_log(world.log(log)) as log:
-        lock = world.agree(lambda: FolderLock.take(root, log) if world.main else None)   # rank 0's error on all
+        lock = world.agree(lambda: FolderLock.take(root, log) if world.main else None)   # the main's error on all
         try:
             if world.size > 1: log.info(f"Ensemble of {len(models)} over {world.size} processes: each trains "
                                         "members of its own, one at a time, alone")
             world.agree(_train_members, models, data, cfg, data_config, resume, log, progress, source, world)
             for k in range(len(models)):                                 # those trained by the other processes
-                if k % world.size != world.rank:
+                if k not in world.own(len(models)):
                     models[k].load_state_dict(load_checkpoint(final_checkpoint(member_config(cfg, k)))[0])
             ens, history = Ensemble(models).eval(), _members_history(cfg)
             val = evaluate_loss(ens, data.val)

@@ -14,15 +14,15 @@ from .evaluate import EVAL_BATCH, evaluate_loss
 from .train import micro_batch_weights
 
 # %% auto #0
-__all__ = ['ALONE', 'TORCHRUN_ENV', 'Processes', 'env_rank', 'RankLost', 'joined']
+__all__ = ['ALONE', 'TORCHRUN_ENV', 'Processes', 'env_first', 'ProcessLost', 'joined']
 
 # %% ../nbs/11a_processes.ipynb #d5a40f1d
 class Processes:
     "The processes that train one model, as `fit` talks to them: here one, where every exchange is the identity."
-    rank, size = 0, 1   # this process's index (torch.distributed's rank) and how many there are
+    index, size = 0, 1   # this process's place among them (from 0) and how many there are
 
     @property
-    def main(self) -> bool: return self.rank == 0
+    def main(self) -> bool: return self.index == 0
 
 # %% ../nbs/11a_processes.ipynb #ea99a2eb
 ALONE = Processes()   # one process
@@ -57,6 +57,12 @@ def weights(self: Processes, sizes: list[int]) -> list[float]:
 def share(self: Processes, n: int) -> int:
     "How many of `n` windows this process takes."
     return n
+
+# %% ../nbs/11a_processes.ipynb #20c32b50
+@patch
+def own(self: Processes, n: int) -> range:
+    "The places of the `n` items (an ensemble's members) that this process takes, one in turn: alone, all of them."
+    return range(self.index, n, self.size)
 
 # %% ../nbs/11a_processes.ipynb #25705e43
 @patch
@@ -102,7 +108,7 @@ def each(self: Processes, t: Tensor) -> Tensor:
 @patch
 def mine(self: Processes, t: Tensor) -> Tensor:
     "This process's entry of an `each` tensor."
-    return t if t.dim() == 0 else t[self.rank]
+    return t if t.dim() == 0 else t[self.index]
 
 # %% ../nbs/11a_processes.ipynb #aa5b5ed8
 @patch
@@ -143,12 +149,12 @@ def val_loss(self: Processes, model, windows: Windows, autocast: bool = False, b
 # %% ../nbs/11a_processes.ipynb #a5887ce8
 TORCHRUN_ENV = ('RANK', 'WORLD_SIZE', 'MASTER_ADDR', 'MASTER_PORT')   # what torchrun sets for each process
 
-def env_rank() -> int:
-    "This process's index as torchrun set it (0 without torchrun): the one that prints."
-    return int(os.environ.get('RANK', 0) or 0)
+def env_first() -> bool:
+    "Whether this is the first process that torchrun started, or the only one: the one that prints."
+    return int(os.environ.get('RANK', 0) or 0) == 0
 
 # %% ../nbs/11a_processes.ipynb #e7d932dc
-class RankLost(SpeltMessage, RuntimeError):
+class ProcessLost(SpeltMessage, RuntimeError):
     "A process of the run ended or stopped answering, so the others cannot go on."
 
 # %% ../nbs/11a_processes.ipynb #b495f8b0
