@@ -6,7 +6,7 @@ from pathlib import Path
 import pandas as pd, pytest, torch
 from safetensors.torch import load_file, save
 from tft_nb.checkpoint import load_checkpoint, LEFTOVER
-from tft_nb.run_folder import FolderLock, LOCK_NAME
+from tft_nb.folder_lock import FolderLock, LOCK_NAME
 import tft_nb.checkpoint as ckmod
 import procs
 
@@ -76,7 +76,7 @@ def test_a_second_run_meets_the_lock_and_names_its_holder(one_run, tmp_path):
 HOLDER = textwrap.dedent('''
     import sys, logging
     from pathlib import Path
-    from tft_nb.run_folder import FolderLock
+    from tft_nb.folder_lock import FolderLock
     FolderLock.take(Path(sys.argv[1]), logging.getLogger())
     print('locked', flush=True)
     sys.stdin.read()                       # holds the lock until killed

@@ -18,7 +18,8 @@ from .calibrate import Calibration
 from .train import TrainConfig
 from .files import atomic_write, deferred_interrupt, replace_together
 from .checkpoint import CheckpointError, as_json, load_checkpoint
-from .run_folder import LOCK_NAME, FolderLock, RunInterrupted, run_files
+from .folder_lock import LOCK_NAME, FolderLock, run_files
+from .run_folder import RunInterrupted
 from .device import resolve_device
 from .console import visible_log
 from .ensemble import Ensemble, has_run, new_models, train

@@ -16,7 +16,8 @@ from .model import TFTConfig
 from .train import TrainConfig, Diverged
 from .files import atomic_write
 from .checkpoint import read_sidecar
-from .run_folder import Interrupted, RunInterrupted, run_files
+from .folder_lock import run_files
+from .run_folder import Interrupted, RunInterrupted
 from .console import visible_log
 from .fit import FitResult
 from .processes import ProcessLost, env_first

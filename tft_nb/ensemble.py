@@ -17,7 +17,8 @@ from .loss import coverage
 from .calibrate import calibrate
 from .train import TrainConfig
 from .checkpoint import CheckpointError, as_json, load_checkpoint, save_checkpoint
-from .run_folder import FolderLock, RunInterrupted, run_data
+from .folder_lock import FolderLock
+from .run_folder import RunInterrupted, run_data
 from .device import build_model, resolve_device
 from .console import visible_log
 from .fit import FitResult, fit

@@ -4,27 +4,24 @@
 
 # %% ../nbs/12_run_folder.ipynb #b13faa0c
 from __future__ import annotations
-import contextlib, csv, errno, io, json, logging, math, os, signal, socket, sys, tempfile, time, uuid
-from dataclasses import dataclass, asdict, replace
+import contextlib, csv, io, json, logging, math, signal, uuid
+from dataclasses import asdict, replace
 from pathlib import Path
-import numpy as np, pandas as pd
+import pandas as pd
 from fastcore.basics import patch
-from .checks import SpeltMessage, as_argument, listed
+from .checks import SpeltMessage, as_argument
 from .data import bar_spacing
 from .windows import DataConfig, WindowData
-from .model import TFTConfig
-from .train import TrainConfig, TrainingState, EarlyStopping, HISTORY_COLUMNS, learning_rate
+from .train import TrainConfig, TrainingState, HISTORY_COLUMNS, learning_rate
 from .processes import ALONE, Processes
 from .files import deferred_interrupt, replace_together
-from .checkpoint import (CheckpointError, RESUME_STATE, as_json, checkpoint_files, checkpoint_stem,
-                               load_checkpoint, load_resume_state, resume_state, tidy_leftovers,
-                               weight_mismatch)
-try: import fcntl
-except ImportError: fcntl = None                                         # Windows: no folder lock, see below
+from .checkpoint import (CheckpointError, checkpoint_files, load_resume_state, resume_state,
+                               tidy_leftovers)
+from .folder_lock import FolderLock, earlier_run, other_runs
+from .resume import Resumed, open_resume
 
 # %% auto #0
-__all__ = ['LOCK_NAME', 'RESUME_MAY_CHANGE', 'SIDECAR_OF_RESUME', 'run_data', 'run_files', 'metrics_csv', 'FolderLock',
-           'resume_stem', 'Resumed', 'open_resume', 'RunFolder', 'Interrupted', 'RunInterrupted']
+__all__ = ['run_data', 'metrics_csv', 'RunFolder', 'Interrupted', 'RunInterrupted']
 
 # %% ../nbs/12_run_folder.ipynb #e199f2e4
 def run_data(data: WindowData, data_config: DataConfig | None = None, source: str | None = None) -> dict:
@@ -37,13 +34,6 @@ def run_data(data: WindowData, data_config: DataConfig | None = None, source: st
                 splits=dict(val_start=first(1), test_start=first(2)),
                 bar_seconds=None if pd.isna(gap) else gap.total_seconds(), source=source)
 
-# %% ../nbs/12_run_folder.ipynb #24a49a16
-def run_files(folder) -> list[Path]:
-    "The files of a run in `folder`: its checkpoints and metrics.csv."
-    folder = Path(folder)
-    tft = sorted(p for p in folder.glob('tft_*') if p.suffix in ('.safetensors', '.json'))
-    return tft + [p for p in [folder / 'metrics.csv'] if p.exists()]
-
 # %% ../nbs/12_run_folder.ipynb #89274224
 def metrics_csv(history: list[dict]) -> bytes:
     "The per-epoch `history` as the text of metrics.csv."
@@ -52,269 +42,6 @@ def metrics_csv(history: list[dict]) -> bytes:
     w.writeheader()
     w.writerows(history)
     return buf.getvalue().encode()
-
-# %% ../nbs/12_run_folder.ipynb #463ea873
-def _earlier_run(folder: Path, overwrite: bool) -> list[Path]:
-    "The earlier run's files in `folder`, which this run will replace; an error unless `overwrite`."
-    old = run_files(folder) if folder.is_dir() else []
-    if old and not overwrite:
-        files = listed([p.name for p in old], 3)
-        how = (lambda s: f": resume it ({s('resume', 'last')}), ") if (folder / 'tft_last.json').is_file() else \
-              (lambda s: ", with no tft_last.json to resume from: ")
-        raise CheckpointError(lambda s: f"{s('checkpoint_dir')} {folder} already holds a training run ({files}){how(s)}"
-                                        f"replace it ({s('overwrite', True)}) or choose another {s('checkpoint_dir')}")
-    return old
-
-# %% ../nbs/12_run_folder.ipynb #52297863
-def _other_runs(folder: Path, run_id: str, overwrite: bool) -> list[Path]:
-    "The checkpoint files in `folder` of runs other than `run_id`, which a resume there replaces only if `overwrite`."
-    other = []
-    for side_p in sorted(folder.glob('tft_*.json')):
-        try: owner = json.loads(side_p.read_text()).get('run_id')
-        except (OSError, ValueError, AttributeError): owner = None
-        if owner != run_id: other += [q for q in run_files(folder) if checkpoint_stem(q) == checkpoint_stem(side_p)]
-    if other and not overwrite:
-        files = listed([q.name for q in other], 3)
-        raise CheckpointError(lambda s: f"cannot resume in {folder}: it also holds checkpoints of another run "
-                                        f"({files}), which this run would mix with its own: remove them, resume with "
-                                        f"{s('overwrite', True)} to replace them, or into another "
-                                        f"{s('checkpoint_dir')}")
-    return other
-
-# %% ../nbs/12_run_folder.ipynb #977cc443
-def _cannot_write(near: Path) -> int:
-    "Why this process cannot make or write files in the folder `near` (an errno), or 0."
-    if not near.is_dir(): return errno.ENOTDIR
-    if os.access(near, os.W_OK | os.X_OK): return 0
-    return errno.EROFS if os.statvfs(near).f_flag & os.ST_RDONLY else errno.EACCES   # say which: a read-only mount
-
-# %% ../nbs/12_run_folder.ipynb #e72379af
-def _writable(folder: Path):
-    "Check that `folder` can be made, or written if it exists, without making it."
-    near = next(p for p in [folder, *folder.parents] if p.exists())    # the folder, or where it would be made
-    code = _cannot_write(near)
-    if code == 0 and near == folder:
-        try: tempfile.TemporaryFile(dir=folder).close()
-        except OSError as e: code = e.errno
-    if code: raise OSError(code, f"cannot write checkpoints here ({os.strerror(code)})", str(folder))
-
-# %% ../nbs/12_run_folder.ipynb #314e6b5e
-LOCK_NAME = '.tft_run.lock'
-
-def _holder(path: Path) -> str:
-    "Who holds the lock file `path`, as its holder wrote it."
-    try: h = json.loads(path.read_text())
-    except (OSError, ValueError): h = None
-    if not isinstance(h, dict) or not {'pid', 'host', 'started', 'command'} <= h.keys(): return 'another process'
-    return f"process {h['pid']} on {h['host']}, started {h['started']}: {h['command']}"
-
-# %% ../nbs/12_run_folder.ipynb #7a053119
-def _lock_fd(path: Path) -> int | None:
-    "A descriptor of the file `path`, locked for this process, or None when another process holds the lock."
-    while True:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        try: fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            return None
-        with contextlib.suppress(FileNotFoundError):
-            if os.stat(path).st_ino == os.fstat(fd).st_ino: return fd
-        os.close(fd)                                                     # removed by a release meanwhile: again
-
-# %% ../nbs/12_run_folder.ipynb #37a2a603
-class FolderLock:
-    "The exclusive lock of a run folder, held by one process; the system releases it if the process dies."
-    def __init__(self, folder: Path, fd: int | None, made: list[Path]):
-        self.folder, self.fd, self.made = folder, fd, made
-
-# %% ../nbs/12_run_folder.ipynb #747b481a
-@patch(cls_method=True)
-def take(cls: FolderLock, folder: Path, log: logging.Logger) -> FolderLock:
-    "Check that `folder` is or can be a folder written here, make it if needed and lock it; errors name it."
-    if folder.exists() and not folder.is_dir():
-        raise CheckpointError(lambda s: f"{s('checkpoint_dir')} {folder} exists and is not a folder")
-    _writable(folder)
-    made = [p for p in [folder, *folder.parents] if not p.exists()][::-1]
-    folder.mkdir(parents=True, exist_ok=True)
-    if fcntl is None:
-        log.warning(f"no folder lock on this system: do not start another run in {folder} while this one runs")
-        return cls(folder, None, made)
-    path = folder / LOCK_NAME
-    if (fd := _lock_fd(path)) is None:
-        raise CheckpointError(lambda s: f"{s('checkpoint_dir')} {folder} is in use by another training run "
-                                        f"({_holder(path)}): wait for it to end, or choose another "
-                                        f"{s('checkpoint_dir')}")
-    me = dict(pid=os.getpid(), host=socket.gethostname(), started=time.strftime('%Y-%m-%dT%H:%M:%S%z'),
-              command=' '.join([Path(sys.argv[0]).name, *sys.argv[1:]]))
-    try:
-        os.ftruncate(fd, 0)
-        os.write(fd, json.dumps(me).encode())
-    except OSError as e:                                            # a full disk: no lock file is left behind
-        cls(folder, fd, made).release()
-        raise OSError(e.errno, f"cannot write the folder's lock file ({e.strerror})", str(path)) from None
-    return cls(folder, fd, made)
-
-# %% ../nbs/12_run_folder.ipynb #5f91649a
-@patch
-def release(self: FolderLock):
-    "Unlock, and remove the lock file and the folders `take` made that stayed empty."
-    if self.fd is not None:
-        (self.folder / LOCK_NAME).unlink(missing_ok=True)         # while held: no one else can be using it
-        os.close(self.fd)
-        self.fd = None
-    for p in reversed(self.made):
-        with contextlib.suppress(OSError): p.rmdir()                # only if empty
-    self.made = []
-
-# %% ../nbs/12_run_folder.ipynb #e4b64a79
-RESUME_MAY_CHANGE = ('epochs', 'checkpoint_dir', 'checkpoint_frequency', 'device', 'bf16', 'cpu_bf16', 'compile',
-                     'verbose', 'overwrite', 'restore_best', 'calibrate', 'calibration_bars', 'calibrate_by_symbol',
-                     'calibrate_median')
-
-def resume_stem(resume, folder) -> Path:
-    "The checkpoint that `resume` names: 'last' is `folder`/tft_last, anything else a checkpoint's stem or file."
-    return Path(folder) / 'tft_last' if str(resume) == 'last' else checkpoint_stem(resume)
-
-# %% ../nbs/12_run_folder.ipynb #28d113a8
-def _nothing_to_resume(folder: Path) -> CheckpointError:
-    "The error for resume='last' in a folder without tft_last.json."
-    if old := run_files(folder) if folder.is_dir() else []:              # a run stopped during its first epoch's writes
-        files = listed([p.name for p in old], 3)
-        return CheckpointError(lambda s: f"nothing to resume: {folder} holds files of a training run ({files}) but no "
-                                         f"tft_last.json, the checkpoint {s('resume', 'last')} continues (a run "
-                                         "stopped during its first epoch's writes leaves none): start over there with "
-                                         f"{s('overwrite', True)}")
-    return CheckpointError(lambda s: f"nothing to resume: {folder} holds no earlier run (no tft_last.json); "
-                                     f"{s('resume', 'last')} continues an interrupted run there: leave it out to "
-                                     "start a fresh one")
-
-# %% ../nbs/12_run_folder.ipynb #ea3b0c0a
-def _scaler_change(saved: dict, now: dict) -> str | None:
-    "Where two stored scalers differ ('lv mean -4.9 -> -4.8'), or None when they agree to 1e-9."
-    if (saved['names'], saved['method']) != (now['names'], now['method']):
-        return f"scaled inputs {saved['names']} ({saved['method']}) -> {now['names']} ({now['method']})"
-    stats = {'zscore': ('mean', 'std'), 'minmax': ('min', 'range')}[saved['method']]
-    for k, stat in zip(('loc', 'scale'), stats):
-        a, b = np.asarray(saved[k], float), np.asarray(now[k], float)
-        if a.shape != b.shape: return f"{k} of shape {a.shape} -> {b.shape}"
-        if not np.allclose(a, b, rtol=1e-9, atol=0):
-            i = np.unravel_index(np.argmax(np.abs(a - b)), a.shape)
-            return f"{saved['names'][i[-1]]} {stat} {a[i]:.6g} -> {b[i]:.6g}"
-    return None
-
-# %% ../nbs/12_run_folder.ipynb #b53bb20e
-def _check_resumable(stem: Path, side: dict):
-    "Refuse a sidecar without the training state a resume restores."
-    kinds = {**RESUME_STATE, 'run_id': str, 'model_config': dict, 'data': dict, 'train_config': dict}
-    bad = [k for k, t in kinds.items() if not isinstance(side.get(k), t)]
-    if not isinstance(side.get('partial', {}), dict): bad.append('partial')
-    if not bad and not EarlyStopping(1).state_dict().keys() <= side['early_stopping'].keys(): bad = ['early_stopping']
-    if bad == ['run_id'] and 'run_id' not in side:
-        raise CheckpointError(f"cannot resume from {stem}: its sidecar {stem.name}.json has no run_id: it was written "
-                              "by an earlier tft_nb, whose checkpoints can be forecast from (tft_predict) but not "
-                              "resumed; start a fresh run")
-    if bad: raise CheckpointError(f"cannot resume from {stem}: its sidecar {stem.name}.json lacks a valid "
-                                  f"{', '.join(bad)} (the training state that fit writes)")
-    if why := _implausible(side):
-        raise CheckpointError(f"cannot resume from {stem}: its sidecar {stem.name}.json holds {why}, which no run "
-                              "writes (edited, or not written by fit); resume from an earlier checkpoint of the run")
-
-# %% ../nbs/12_run_folder.ipynb #551032a7
-def _implausible(side: dict) -> str | None:
-    "The first training-state value of a resumable sidecar `side` that no run writes, or None."
-    e, es, p = side['epoch'], side['early_stopping'], side.get('partial') or {}
-    count = lambda v, hi: type(v) is int and 0 <= v <= hi                # JSON's bool is no count
-    rules = [(f"epoch {e!r}", count(e, side['train_config'].get('epochs', e))),
-             (f"global_step {side['global_step']!r}", count(side['global_step'], 2**53)),
-             (f"a history of {len(side['history'])} epoch(s) for epoch {e}", len(side['history']) == e),
-             (f"early_stopping best_epoch {es.get('best_epoch')!r}",
-              type(es.get('best_epoch')) is int and -1 <= es['best_epoch'] < max(e, 1)),
-             (f"early_stopping counter {es.get('counter')!r}", count(es.get('counter'), max(e, 0))),
-             (f"partial steps {p.get('steps')!r}", not p or count(p.get('steps'), 2**53) and p['steps'] > 0)]
-    return next((what for what, ok in rules if not ok), None)
-
-# %% ../nbs/12_run_folder.ipynb #ad80772c
-def _check_same_run(stem: Path, side: dict, cfg: TrainConfig, model_config: TFTConfig, data: dict):
-    "Refuse a checkpoint whose run had other settings or other training bars than this one."
-    sd, nd = side.get('data', {}), as_json(data)
-    try:
-        older = dict(har_base=False, target_index=model_config.target_index, ensemble=1)   # before the HAR base
-        saved = {**older, **side.get('model_config', {}), 'static': [], **(sd.get('config') or {}), 'relative': [],
-                 'categories': {}, **sd.get('spec', {}), **side.get('train_config', {})}   # older runs: none of these
-        change = _scaler_change(sd['scaler'], nd['scaler'])
-    except (AttributeError, KeyError, TypeError, ValueError) as e:   # a sidecar edited by hand
-        raise CheckpointError(f"cannot resume from {stem}: its sidecar {stem.name}.json has a malformed model_config, "
-                              f"data or train_config entry ({type(e).__name__}: {e})") from None
-    now = {**as_json(model_config.to_dict()), **(nd['config'] or {}), **nd['spec'], **as_json(asdict(cfg))}
-    if lost := [k for k in now if k not in saved and k not in RESUME_MAY_CHANGE]:
-        raise CheckpointError(f"cannot resume from {stem}: its sidecar {stem.name}.json lacks {listed(lost, 3)} (its "
-                              "model_config, data or train_config entry was edited, or not written by fit)")
-    diff = [(k, saved[k], now[k]) for k in now if k in saved and k not in RESUME_MAY_CHANGE and saved[k] != now[k]]
-    if diff:
-        raise CheckpointError(lambda s: f"cannot resume from {stem}: the run it continues had other settings "
-                                        f"({'; '.join(f'{s(k)} {a!r} -> {b!r}' for k, a, b in diff)}); resume with the "
-                                        f"run's own settings (only {', '.join(map(s, RESUME_MAY_CHANGE))} may change) "
-                                        "or start a fresh run")
-    if change:
-        raise CheckpointError(f"cannot resume from {stem}: the run it continues was trained on other bars (the scaling "
-                              f"fit on the training split changed: {change}); resume with the run's own data file or "
-                              "start a fresh run")
-
-# %% ../nbs/12_run_folder.ipynb #8f290a90
-SIDECAR_OF_RESUME = ('history', 'optimizer', 'scheduler', 'early_stopping', 'rng', 'partial', 'files', 'timestamp',
-                     'versions')
-
-def _load_best(path: Path, run_id: str, epoch: int) -> tuple[dict | None, dict, str | None]:
-    "(weights, sidecar, None) of checkpoint `path` if it holds epoch `epoch` of run `run_id`, else (None, {}, why not)."
-    try: weights, side, _ = load_checkpoint(path)
-    except CheckpointError as e: return None, {}, str(e)
-    if side.get('run_id') != run_id: return None, {}, f"{path} holds another run's weights (run {side.get('run_id')})"
-    if side.get('epoch') != epoch: return None, {}, f"{path} holds epoch {side.get('epoch')}"
-    return weights, side, None
-
-# %% ../nbs/12_run_folder.ipynb #1c804cfc
-def _best_of(stem: Path, side: dict, weights: dict, model, restore_best: bool = True) -> tuple[tuple | None, bool]:
-    "The run's best (weights, sidecar) when `stem` was saved, and whether tft_best holds them."
-    best_epoch = side['early_stopping']['best_epoch'] + 1
-    if best_epoch == 0: return None, True
-    plain = lambda d: {k: v for k, v in d.items() if k not in SIDECAR_OF_RESUME}
-    in_best = _load_best(stem.parent / 'tft_best', side['run_id'], best_epoch)
-    if best_epoch == side['epoch']: return (weights, plain(side)), in_best[0] is not None   # its own weights
-    found = [in_best, _load_best(stem.parent / f'tft_epoch_{best_epoch:03d}', side['run_id'], best_epoch)]
-    for k, (bw, bside, _) in enumerate(found):
-        if bw is None: continue
-        if why := weight_mismatch(bw, model.state_dict()):
-            raise CheckpointError(f"cannot resume from {stem}: its best epoch's weights do not fit the model ({why})")
-        return (bw, plain(bside)), k == 0
-    if not restore_best: return None, True
-    why_not = '; '.join(why for _, _, why in found)
-    raise CheckpointError(lambda s: f"cannot resume from {stem}: the weights of its run's best epoch ({best_epoch}) "
-                                    f"are gone ({why_not}): resume with {s('restore_best', False)} to go on without "
-                                    "them, or start a fresh run")
-
-# %% ../nbs/12_run_folder.ipynb #2ec6f4fa
-@dataclass
-class Resumed:
-    "A checked checkpoint to resume from: its stem, weights, sidecar, training tensors and the run's best."
-    stem: Path
-    weights: dict
-    side: dict
-    tensors: dict
-    best: tuple | None          # (weights, sidecar) of the best epoch so far, or None
-    best_saved: bool = True     # whether tft_best beside `stem` holds them
-
-# %% ../nbs/12_run_folder.ipynb #6106c827
-def open_resume(resume, cfg: TrainConfig, model, data: dict) -> Resumed:
-    "Load the checkpoint `resume` names and check that it continues this run and fits `model`; writes nothing."
-    stem = resume_stem(resume, cfg.checkpoint_dir)
-    if str(resume) == 'last' and not stem.with_name('tft_last.json').is_file(): raise _nothing_to_resume(stem.parent)
-    weights, side, tensors = load_checkpoint(stem, train_state=True)
-    _check_resumable(stem, side)
-    _check_same_run(stem, side, cfg, model.config, data)
-    if why := weight_mismatch(weights, model.state_dict()):
-        raise CheckpointError(f"cannot resume from {stem}: its weights do not fit the model its sidecar describes "
-                              f"({why})")
-    return Resumed(stem, weights, side, tensors, *_best_of(stem, side, weights, model, cfg.restore_best))
 
 # %% ../nbs/12_run_folder.ipynb #f9dea3c9
 class RunFolder:
@@ -340,7 +67,7 @@ def prepare(cls: RunFolder, cfg: TrainConfig, model, data: dict, resume=None, lo
         resumed = open_resume(resume, cfg, model, data) if resume else None
         run_id = resumed.side['run_id'] if resumed else uuid.uuid4().hex
         same = resumed is not None and resumed.stem.parent.resolve() == path.resolve()
-        earlier = _other_runs(path, run_id, cfg.overwrite) if same else _earlier_run(path, cfg.overwrite)
+        earlier = other_runs(path, run_id, cfg.overwrite) if same else earlier_run(path, cfg.overwrite)
     except BaseException:
         lock.release()
         raise
