@@ -4,20 +4,19 @@
 
 # %% ../nbs/11_checkpoint.ipynb #2acfb40c
 from __future__ import annotations
-import hashlib, json, math, os, platform, random, re, time
+import hashlib, json, math, os, platform, re, time
 from pathlib import Path
 import numpy as np, torch
 from torch import Tensor
 import safetensors, safetensors.torch
 from .checks import UsageError, listed
 from .files import atomic_write, deferred_interrupt, fsync_dir, replace_together, second_names
-from .train import EpochProgress, TrainingState, nonfinite
+from .train import nonfinite
 
 # %% auto #0
-__all__ = ['SIDECAR_DIGEST', 'LEFTOVER', 'RESUME_STATE', 'CheckpointError', 'checkpoint_stem', 'sidecar_digest', 'versions',
-           'checkpoint_files', 'save_checkpoint', 'load_checkpoint', 'read_sidecar', 'add_to_sidecar',
-           'weight_mismatch', 'tidy_leftovers', 'as_json', 'optimizer_state', 'load_optimizer_state', 'rng_state',
-           'set_rng_state', 'resume_state', 'load_resume_state']
+__all__ = ['SIDECAR_DIGEST', 'LEFTOVER', 'CheckpointError', 'checkpoint_stem', 'sidecar_digest', 'versions', 'checkpoint_files',
+           'save_checkpoint', 'load_checkpoint', 'read_sidecar', 'add_to_sidecar', 'weight_mismatch', 'tidy_leftovers',
+           'as_json']
 
 # %% ../nbs/11_checkpoint.ipynb #bf488b00
 class CheckpointError(UsageError):
@@ -278,92 +277,3 @@ def tidy_leftovers(folder) -> list[str]:
 def as_json(d: dict) -> dict:
     "`d` as a sidecar stores and loads it: tuples as lists, NumPy numbers as Python's."
     return json.loads(json.dumps(d, default=_json_default))
-
-# %% ../nbs/11_checkpoint.ipynb #ab8020e4
-def optimizer_state(opt: torch.optim.Optimizer) -> tuple[dict, dict]:
-    "Split `opt.state_dict()` into (tensors, JSON-safe rest)."
-    sd = opt.state_dict()
-    tensors, plain = {}, {}
-    for i, st in sd['state'].items():
-        for k, v in st.items():
-            if torch.is_tensor(v): tensors[f'optim.{i}.{k}'] = v
-            else: plain.setdefault(str(i), {})[k] = v
-    return tensors, dict(param_groups=sd['param_groups'], plain=plain)
-
-# %% ../nbs/11_checkpoint.ipynb #254ecf01
-def load_optimizer_state(opt: torch.optim.Optimizer, tensors: dict, rest: dict):
-    "Inverse of `optimizer_state`."
-    state = {}
-    for k, v in tensors.items():
-        if k.startswith('optim.'):
-            _, i, name = k.split('.', 2)
-            state.setdefault(int(i), {})[name] = v
-    for i, st in rest['plain'].items(): state.setdefault(int(i), {}).update(st)
-    params = [i for g in rest['param_groups'] for i in g['params']]
-    if len({frozenset(state.get(i, {})) for i in params}) > 1:   # a step gives every parameter the same entries
-        raise ValueError(f"its {len(params)} parameters do not all have the same entries")
-    try: opt.load_state_dict(dict(state=state, param_groups=rest['param_groups']))
-    except ValueError as e:   # other parameter groups
-        raise ValueError(f"it does not fit this optimizer ({e}); start a fresh run") from None
-
-# %% ../nbs/11_checkpoint.ipynb #c8b97468
-def rng_state(data_gen: torch.Generator) -> tuple[dict, dict]:
-    "States of every random generator, as (tensors, JSON-safe rest)."
-    tensors = {'rng.torch': torch.get_rng_state(), 'rng.data': data_gen.get_state()}
-    if torch.cuda.is_available():
-        for i, s in enumerate(torch.cuda.get_rng_state_all()): tensors[f'rng.cuda.{i}'] = s
-    npst = np.random.get_state()
-    return tensors, dict(python=list(map(lambda x: list(x) if isinstance(x, tuple) else x, random.getstate())),
-                         numpy=[npst[0], npst[1].tolist(), *npst[2:]])
-
-# %% ../nbs/11_checkpoint.ipynb #8ce09f7c
-def set_rng_state(data_gen: torch.Generator, tensors: dict, rest: dict):
-    "Inverse of `rng_state`."
-    torch.set_rng_state(tensors['rng.torch'])
-    data_gen.set_state(tensors['rng.data'])
-    cuda = [tensors[f'rng.cuda.{i}'] for i in range(sum(k.startswith('rng.cuda.') for k in tensors))]
-    if cuda and torch.cuda.is_available(): torch.cuda.set_rng_state_all(cuda[:torch.cuda.device_count()])
-    v, s, g = rest['python']
-    random.setstate((v, tuple(s), g))
-    n = rest['numpy']
-    np.random.set_state((n[0], np.array(n[1], dtype=np.uint32), *n[2:]))
-
-# %% ../nbs/11_checkpoint.ipynb #2e5d56d9
-# the sidecar entries a resume restores, with their types (and 'scheduler', which may be null)
-RESUME_STATE = dict(epoch=int, global_step=int, history=list, optimizer=dict, early_stopping=dict, rng=dict)
-
-def resume_state(state: TrainingState) -> tuple[dict, dict]:
-    "What a resumable checkpoint holds of `state` besides its weights: (tensors, entries)."
-    opt_t, opt_rest = optimizer_state(state.opt)
-    rng_t, rng_rest = rng_state(state.order)
-    schedule = state.schedule.state_dict() if state.schedule is not None else None
-    entries = dict(epoch=state.epoch, global_step=state.step, history=state.history, optimizer=opt_rest,
-                   scheduler=schedule, early_stopping=state.stopping.state_dict(), rng=rng_rest)
-    if (p := state.partial) is None: return {**opt_t, **rng_t}, entries
-    partial_t = {'partial.order': p.order, 'partial.loss_sum': p.loss_sum, 'partial.norms': p.norms}
-    return {**opt_t, **rng_t, **partial_t}, dict(entries, partial=dict(steps=p.steps, seconds=p.seconds))
-
-# %% ../nbs/11_checkpoint.ipynb #93193b6d
-def _restore(part: str, load, *args):
-    "`load(*args)`; a failure (a checkpoint edited, or not written by `fit`) is a CheckpointError naming `part`."
-    try: load(*args)
-    except (AttributeError, IndexError, KeyError, RuntimeError, TypeError, ValueError) as e:
-        raise CheckpointError(f"its {part} does not load ({type(e).__name__}: {str(e).splitlines()[0]})") from None
-
-# %% ../nbs/11_checkpoint.ipynb #345460c2
-def _set_partial(state: TrainingState, tensors: dict, p: dict | None):
-    "Put the progress of a checkpoint taken inside an epoch (sidecar entry `p`) into `state`."
-    state.partial = p and EpochProgress(tensors['partial.order'], int(p['steps']), tensors['partial.loss_sum'],
-                                        tensors['partial.norms'], float(p['seconds']))
-
-# %% ../nbs/11_checkpoint.ipynb #6a4e65f9
-def load_resume_state(state: TrainingState, weights: dict, tensors: dict, side: dict):
-    "Restore `state` from a resumable checkpoint's weights, training tensors and sidecar."
-    _restore('weights', state.model.load_state_dict, weights)
-    _restore('optimizer entry', load_optimizer_state, state.opt, tensors, side['optimizer'])
-    if state.schedule is not None and side.get('scheduler'):
-        _restore('scheduler entry', state.schedule.load_state_dict, side['scheduler'])
-    _restore('early_stopping entry', state.stopping.load_state_dict, side['early_stopping'])
-    _restore('rng entry', set_rng_state, state.order, tensors, side['rng'])
-    _restore('partial entry', _set_partial, state, tensors, side.get('partial'))
-    state.epoch, state.step, state.history = side['epoch'], side['global_step'], side['history']

@@ -15,10 +15,9 @@ from .windows import DataConfig, WindowData
 from .train import TrainConfig, TrainingState, HISTORY_COLUMNS, learning_rate
 from .processes import ALONE, Processes
 from .files import deferred_interrupt, replace_together
-from .checkpoint import (CheckpointError, checkpoint_files, load_resume_state, resume_state,
-                               tidy_leftovers)
+from .checkpoint import CheckpointError, checkpoint_files, tidy_leftovers
 from .folder_lock import FolderLock, earlier_run, other_runs
-from .resume import Resumed, open_resume
+from .resume import Resumed, load_resume_state, open_resume, resume_state
 
 # %% auto #0
 __all__ = ['run_data', 'metrics_csv', 'RunFolder', 'Interrupted', 'RunInterrupted']
