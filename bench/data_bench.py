@@ -9,7 +9,8 @@ from pathlib import Path
 
 import numpy as np, pandas as pd, zstandard
 
-from tft_nb.data import read_dbn, read_ohlcv, write_dbn, _OHLCV_DTYPE
+from tft_nb.data import read_dbn, read_ohlcv
+from tft_nb.dbn import OHLCV_DTYPE, write_dbn
 from tft_nb.windows import DataConfig, make_windows
 
 def make_bars(n_bars: int, n_sym: int = 4, seed: int = 0) -> pd.DataFrame:
@@ -30,7 +31,7 @@ def raw_floor(path: Path) -> float:
     b = path.read_bytes()
     if b[:4] == b'\x28\xb5\x2f\xfd': b = zstandard.ZstdDecompressor().decompressobj().decompress(b)
     start = 8 + int.from_bytes(b[4:8], 'little')
-    recs = np.frombuffer(b, _OHLCV_DTYPE, offset=start)
+    recs = np.frombuffer(b, OHLCV_DTYPE, offset=start)
     return float(recs['close'].sum())
 
 def best(fn, reps: int = 5) -> float:

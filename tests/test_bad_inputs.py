@@ -21,7 +21,8 @@ from typing import NamedTuple
 import numpy as np, pandas as pd, pytest, torch, zstandard
 import databento_dbn as dbn
 from safetensors.torch import save as save_tensors
-from tft_nb.data import load_sample, write_dbn
+from tft_nb.data import load_sample
+from tft_nb.dbn import write_dbn
 from tft_nb.checkpoint import sidecar_digest
 import procs
 

@@ -2,7 +2,8 @@
 import json, os, re, shutil, signal, socket, stat, subprocess, threading
 from pathlib import Path
 import numpy as np, pandas as pd, pytest, torch
-from tft_nb.data import load_sample, write_dbn
+from tft_nb.data import load_sample
+from tft_nb.dbn import write_dbn
 import procs
 
 SMALL = ['--hidden-size', '8', '--attention-heads', '2', '--lstm-layers', '1', '--encoder-length', '20']

@@ -9,8 +9,8 @@ from typing import Callable
 import numpy as np, pandas as pd
 
 # %% auto #0
-__all__ = ['as_argument', 'SpeltMessage', 'UsageError', 'SettingError', 'check_ints', 'check_fields', 'Checked', 'is_date',
-           'one_of', 'check_choice', 'listed', 'refuse_unknown']
+__all__ = ['as_argument', 'SpeltMessage', 'UsageError', 'SettingError', 'DataError', 'check_ints', 'check_fields', 'Checked',
+           'is_date', 'one_of', 'check_choice', 'listed', 'refuse_unknown']
 
 # %% ../nbs/00_checks.ipynb #bff77689
 def as_argument(name: str, *value) -> str:
@@ -34,6 +34,10 @@ class UsageError(SpeltMessage, ValueError):
 
 class SettingError(UsageError):
     "A setting (an argument, a config field, a flag) has a value that can't be used."
+
+# %% ../nbs/00_checks.ipynb #1793d461
+class DataError(UsageError):
+    "A data file or frame can't be used; the message names the file and what was expected."
 
 # %% ../nbs/00_checks.ipynb #0d71b33c
 def check_ints(cfg):

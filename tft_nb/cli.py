@@ -8,9 +8,9 @@ import argparse, inspect, logging, os, signal, stat, sys
 from pathlib import Path
 import pandas as pd
 from fastcore.docments import docments
-from .checks import SettingError, UsageError
+from .checks import DataError, SettingError, UsageError
 from .evaluate import EVAL_BATCH
-from .data import DATA_NAMES, DataError
+from .data import DATA_NAMES
 from .windows import DataConfig
 from .model import TFTConfig
 from .train import TrainConfig, Diverged

@@ -6,8 +6,8 @@
 from __future__ import annotations
 from typing import Sequence
 import numpy as np, pandas as pd
-from .checks import listed
-from .data import COLUMNS, DataError
+from .checks import DataError, listed
+from .data import COLUMNS
 
 # %% auto #0
 __all__ = ['RESERVED', 'check_reals', 'static_values', 'static_categories', 'category_codes']

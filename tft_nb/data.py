@@ -6,33 +6,25 @@
 from __future__ import annotations
 import importlib.util, io, logging, re, stat, struct, zlib
 from pathlib import Path
-from types import SimpleNamespace as NS
 from typing import Sequence
 import numpy as np, pandas as pd
-import databento_dbn as dbn
 import zstandard
-from .checks import UsageError, listed
+from .checks import DataError, listed
+from .dbn import check_records, dbn_frame, dbn_header, record_size
 
 # %% auto #0
-__all__ = ['COLUMNS', 'PRICES', 'OHLCV_RTYPES', 'ALIASES', 'DATA_NAMES', 'SAMPLE_SOURCE', 'DataError', 'tidy_bars', 'read_dbn',
-           'write_dbn', 'normalize_columns', 'check_bars', 'suspect_moves', 'suspect_moves_warning', 'read_ohlcv',
-           'load_sample', 'bar_spacing']
+__all__ = ['COLUMNS', 'PRICES', 'ALIASES', 'DATA_NAMES', 'SAMPLE_SOURCE', 'tidy_bars', 'read_dbn', 'normalize_columns',
+           'check_bars', 'suspect_moves', 'suspect_moves_warning', 'read_ohlcv', 'load_sample', 'bar_spacing']
 
 # %% ../nbs/01_data.ipynb #b56ffb60
 COLUMNS = ['ts_event', 'symbol', 'open', 'high', 'low', 'close', 'volume']
 PRICES = ['open', 'high', 'low', 'close']
 
-class DataError(UsageError):
-    "A data file or frame can't be used; the message names the file and what was expected."
-
 class _NoBars(DataError):
     "A file that holds no bars (a header alone): an error, but a folder skips it."
 
-# %% ../nbs/01_data.ipynb #a2ef23c8
+# %% ../nbs/01_data.ipynb #5dbc8cc4
 _ZSTD_MAGIC, _GZIP_MAGIC, _DBZ_MAGIC, _PARQUET_MAGIC = b'\x28\xb5\x2f\xfd', b'\x1f\x8b', b'P*M\x18', b'PAR1'
-OHLCV_RTYPES = {0x11: 'ohlcv (v1 deprecated)', 0x20: 'ohlcv-1s', 0x21: 'ohlcv-1m', 0x22: 'ohlcv-1h',
-                0x23: 'ohlcv-1d', 0x24: 'ohlcv-eod'}
-_OHLCV_DTYPE = np.dtype(dbn.OHLCVMsg._dtypes)  # the 56-byte record of every DBN version
 _PIECE = 512   # compressed bytes inflated at a time: a stream that does not hold bars is refused early
 
 # %% ../nbs/01_data.ipynb #17fd4460
@@ -79,55 +71,6 @@ def _read_bytes(path) -> bytes:
     if raw[:2] == _GZIP_MAGIC: return _inflate(_gzip_pieces(raw, path), path)
     return raw
 
-# %% ../nbs/01_data.ipynb #1410a0d9
-def _dbn_header(b: bytes, path) -> tuple[dbn.Metadata, int]:
-    "Decoded metadata of DBN bytes `b` and the offset of the first record."
-    if b[:3] != b'DBN':
-        raise DataError(f"{path}: not a DBN file (expected the bytes 'DBN' at the start, found {b[:4]!r})")
-    if len(b) < 8: raise DataError(f"{path}: truncated DBN header ({len(b)} bytes)")
-    if b[3] not in (1, 2, 3): raise DataError(f"{path}: DBN version {b[3]} is not supported (expected 1, 2 or 3)")
-    end = 8 + struct.unpack_from('<I', b, 4)[0]
-    if end > len(b): raise DataError(f"{path}: truncated DBN metadata (needs {end} bytes, file has {len(b)})")
-    try: meta = dbn.Metadata.decode(b[:end])
-    except Exception as e: raise DataError(f"{path}: corrupt DBN metadata ({e})") from None
-    if meta.schema is None or not str(meta.schema).startswith('ohlcv'):
-        raise DataError(f"{path}: DBN schema is {meta.schema}, expected an OHLCV schema (ohlcv-1s/1m/1h/1d)")
-    return meta, end
-
-# %% ../nbs/01_data.ipynb #f3ac8936
-def _corrupt(bad: np.ndarray, path, detail, first: int = 0):
-    "Raise a `DataError` saying the file looks corrupt; `detail(i)` describes the first record `i` where `bad` is set."
-    if bad.any():
-        i = int(np.flatnonzero(bad)[0])
-        n = int(bad.sum())
-        more = f"; {n} such records" if n > 1 else ''
-        raise DataError(f"{path}: the file looks corrupt: record {first + i} {detail(i)}{more}; download it again")
-
-# %% ../nbs/01_data.ipynb #ba056450
-def _record_size(meta: dbn.Metadata) -> int:
-    "The bytes of one OHLCV record of a file with `meta`: 56, and 64 with `ts_out` (an 8-byte timestamp appended)."
-    return _OHLCV_DTYPE.itemsize + 8 * bool(meta.ts_out)
-
-# %% ../nbs/01_data.ipynb #ca6f3db9
-def _check_records(b, start: int, n: int, size: int, path, first: int = 0) -> np.ndarray:
-    "The `n` records of `size` bytes at `start` of `b` (a view), refused unless each is an OHLCV record."
-    dt = np.dtype({'names': _OHLCV_DTYPE.names, 'formats': [_OHLCV_DTYPE[n] for n in _OHLCV_DTYPE.names],
-                   'offsets': [_OHLCV_DTYPE.fields[n][1] for n in _OHLCV_DTYPE.names], 'itemsize': size})
-    recs = np.frombuffer(b, dt, count=n, offset=start)
-    rt, words = recs['rtype'], recs['length']   # `length` counts 4-byte words
-    bad = (words != size // 4) | (((rt < 0x20) | (rt > 0x24)) & (rt != 0x11))   # not one of OHLCV_RTYPES
-    _corrupt(bad, path, lambda i: f"has record type {rt[i]:#x} and length {int(words[i]) * 4} bytes; "
-                                  f"an OHLCV record has type 0x11 or 0x20-0x24 and {size} bytes", first)
-    return recs
-
-# %% ../nbs/01_data.ipynb #3a445426
-def _dbn_records(b: bytes, start: int, meta: dbn.Metadata, path) -> np.ndarray:
-    "The OHLCV records after `start` as a structured array (a view on `b`, no copy)."
-    n_body, size = len(b) - start, _record_size(meta)
-    if n_body % size:
-        raise DataError(f"{path}: truncated DBN: {n_body} record bytes is not a whole number of {size}-byte records")
-    return _check_records(b, start, n_body // size, size, path)
-
 # %% ../nbs/01_data.ipynb #a255f143
 _META_MAX = 2**27   # bytes of DBN metadata that a compressed file may declare (a corrupt length is refused early)
 
@@ -148,80 +91,12 @@ def _inflate(pieces, path) -> bytes:
             end = 8 + struct.unpack_from('<I', out, 4)[0]
             if end > _META_MAX: raise DataError(f"{path}: corrupt DBN metadata (it claims {end:,} bytes)")
             if len(out) < end: continue
-            meta, start = _dbn_header(bytes(out[:end]), path)
-            size, done = _record_size(meta), start
+            meta, start = dbn_header(bytes(out[:end]), path)
+            size, done = record_size(meta), start
         if kind == 'dbn' and (n := (len(out) - done) // size):           # the records whole so far
-            _check_records(out, done, n, size, path, first=(done - start) // size)
+            check_records(out, done, n, size, path, first=(done - start) // size)
             done += n * size
     return bytes(out)
-
-# %% ../nbs/01_data.ipynb #8ff0bde8
-_NS_PER_DAY = 86_400 * 10**9
-
-# %% ../nbs/01_data.ipynb #c1ccb904
-def _dbn_symbols(meta: dbn.Metadata, iid: np.ndarray, ts: np.ndarray, path='<dbn>') -> pd.Categorical:
-    "Symbol of each bar from `meta`'s mappings (the instrument id where it maps none), as a categorical."
-    key = (iid.astype(np.int64) << 20) | (ts // _NS_PER_DAY).astype(np.int64)   # (instrument, day) pairs
-    codes, uk = pd.factorize(key)                                                # hashing: no sort of 1M keys
-    u_iid, u_day = uk >> 20, uk & ((1 << 20) - 1)
-    names, covered = np.full(len(uk), None, dtype=object), {}
-    for name, intervals in (meta.mappings or {}).items():
-        for iv in intervals:
-            if not str(iv['symbol']).isdigit(): continue
-            d0, d1 = (np.datetime64(iv[k], 'D').astype(np.int64) for k in ('start_date', 'end_date'))
-            names[(u_iid == int(iv['symbol'])) & (u_day >= d0) & (u_day < d1)] = name
-            covered.setdefault(int(iv['symbol']), []).append(f"{iv['start_date']} to {iv['end_date']}")
-    unmapped = pd.isna(names)
-    gap = unmapped & np.isin(u_iid, list(covered))                               # mapped, but not on that day
-    day = lambda r: pd.Timestamp(int(ts[r]), unit='ns').date()
-    _corrupt(gap[codes], path, lambda r: f"has instrument id {iid[r]} on {day(r)}, a day its symbology maps that "
-                                         f"instrument to no symbol (it maps it from "
-                                         f"{listed(covered[int(iid[r])], 3)}, the end days excluded)")
-    names[unmapped] = u_iid[unmapped].astype(str)                                # a file that maps no instrument
-    cats, sym_codes = np.unique(names.astype(str), return_inverse=True)
-    return pd.Categorical.from_codes(sym_codes[codes], categories=cats)
-
-# %% ../nbs/01_data.ipynb #92874ddf
-_EXACT = 2**53   # the largest integer range a float64 holds exactly
-_GRID = {'ohlcv-1s': (10**9, 'a second'), 'ohlcv-1m': (60 * 10**9, 'a minute'), 'ohlcv-1h': (3600 * 10**9, 'an hour')}
-
-def _ts_text(t) -> str:
-    "A DBN timestamp (UTC nanoseconds, unsigned) as text, also one beyond pandas' range."
-    t = int(t) % 2**64   # an int64 view of the unsigned field wraps the values above 2^63 below 0
-    return str(pd.Timestamp(t, tz='UTC')) if t < 2**63 else f"{t} ns"
-
-# %% ../nbs/01_data.ipynb #1649ab06
-def _check_ids_and_times(meta: dbn.Metadata, iid: np.ndarray, ts: np.ndarray, path):
-    "Refuse records whose instrument id or timestamp (int64) the file's own metadata rules out (see above)."
-    ids = sorted({int(iv['symbol']) for ivs in (meta.mappings or {}).values() for iv in ivs
-                  if str(iv['symbol']).isdigit()})
-    if ids:   # a file without numeric mappings (e.g. all symbols requested) names no instruments
-        _corrupt(~np.isin(iid, ids), path,
-                 lambda i: f"has instrument id {iid[i]}, which its symbology does not list (it lists {listed(ids)})")
-    end = 2**63 - 1 if meta.end is None else min(meta.end + _NS_PER_DAY, 2**63 - 1)
-    period = f"{_ts_text(meta.start)} to {'no end' if meta.end is None else _ts_text(meta.end)}"
-    _corrupt((ts < max(meta.start - _NS_PER_DAY, 0)) | (ts > end), path,   # a wrapped value is < 0: outside too
-             lambda i: f"has timestamp {_ts_text(ts[i])}, outside the period its metadata gives ({period})")
-    if str(meta.schema) in _GRID:
-        step, unit = _GRID[str(meta.schema)]
-        _corrupt(ts % step != 0, path,
-                 lambda i: f"has timestamp {_ts_text(ts[i])}, not the start of {unit} as an {meta.schema} bar's is")
-
-# %% ../nbs/01_data.ipynb #a99fe804
-def _check_values(meta: dbn.Metadata, vals: np.ndarray, path):
-    "Refuse bars whose prices or volume no market produces (see above); `vals` holds open, high, low, close, volume."
-    for j, col in enumerate(PRICES):
-        p = vals[:, j]   # NaN (undefined) compares False
-        _corrupt(np.abs(p) >= _EXACT / 1e9, path,
-                 lambda i: f"has {col} {p[i]:.10g}, beyond any price (2^53 units of 1e-9, about 9 million)")
-    v = vals[:, 4]
-    _corrupt(v >= _EXACT, path, lambda i: f"has volume {v[i]:.4g}, beyond any volume (2^53)")
-    if str(meta.schema) not in ('ohlcv-1s', 'ohlcv-1m', 'ohlcv-1h', 'ohlcv-1d'): return   # only these come from trades
-    o, h, l, c = vals[:, :4].T
-    _corrupt(h < l, path, lambda i: f"has high {h[i]:.10g} < low {l[i]:.10g}, which no bar aggregated from trades has")
-    _corrupt((o < l) | (o > h) | (c < l) | (c > h), path,
-             lambda i: f"has open {o[i]:.10g} or close {c[i]:.10g} outside [low, high] = [{l[i]:.10g}, {h[i]:.10g}], "
-                       "which no bar aggregated from trades has")
 
 # %% ../nbs/01_data.ipynb #e926f587
 def tidy_bars(df: pd.DataFrame, by_time: bool = False, extra: Sequence[str] = ()) -> pd.DataFrame:
@@ -237,52 +112,10 @@ def tidy_bars(df: pd.DataFrame, by_time: bool = False, extra: Sequence[str] = ()
     out['ts_event'] = out['ts_event'].dt.as_unit('ns')
     return out
 
-# %% ../nbs/01_data.ipynb #ee9526da
-def _dbn_frame(b: bytes, path) -> pd.DataFrame:
-    "The tidy frame of decompressed DBN bytes `b` read from `path`."
-    meta, start = _dbn_header(b, path)
-    r = _dbn_records(b, start, meta, path)
-    iid, ts = r['instrument_id'].astype(np.int64), r['ts_event'].astype(np.int64)   # contiguous copies
-    _check_ids_and_times(meta, iid, ts, path)
-    vals = np.empty((len(r), 5), order='F')          # one float block: pandas keeps it without stacking columns
-    for j, c in enumerate(PRICES):
-        np.divide(r[c], 1e9, out=vals[:, j])
-        if (undef := r[c] == dbn.UNDEF_PRICE).any(): vals[undef, j] = np.nan
-    vals[:, 4] = r['volume']
-    _check_values(meta, vals, path)
-    df = pd.DataFrame(vals, columns=PRICES + ['volume'], copy=False)
-    df.insert(0, 'symbol', _dbn_symbols(meta, iid, ts, path))
-    df.insert(0, 'ts_event', pd.to_datetime(ts, unit='ns', utc=True))
-    df = tidy_bars(df)
-    df.attrs.update(source=str(path), schema=str(meta.schema), dataset=meta.dataset)
-    return df
-
 # %% ../nbs/01_data.ipynb #572149f0
 def read_dbn(path) -> pd.DataFrame:
     "Read a Databento DBN OHLCV file (v1-3, plain or zstd) into the tidy frame."
-    return _dbn_frame(_read_bytes(path), path)
-
-# %% ../nbs/01_data.ipynb #f56d266a
-def write_dbn(df: pd.DataFrame, path, schema: str = 'ohlcv-1m', dataset: str = 'XNAS.ITCH', zstd: bool = False):
-    "Write tidy bars `df` as a DBN v3 OHLCV file, symbols mapped to instrument ids 1, 2, ..."
-    syms = sorted(df['symbol'].unique())
-    ids = {s: i + 1 for i, s in enumerate(syms)}
-    ts = df['ts_event'].to_numpy('datetime64[ns]').astype('int64')
-    t0, t1 = (int(ts.min()), int(ts.max()) + 1) if len(ts) else (0, 1)  # no bars: a file with its metadata header alone
-    d0, d1 = pd.Timestamp(t0, tz='UTC').date(), (pd.Timestamp(t1, tz='UTC') + pd.Timedelta(days=1)).date()
-    mappings = [NS(raw_symbol=s, intervals=[NS(start_date=d0, end_date=d1, symbol=str(ids[s]))]) for s in syms]
-    meta = dbn.Metadata(dataset=dataset, schema=dbn.Schema.from_str(schema), start=t0, stype_in=dbn.SType.RAW_SYMBOL,
-                        stype_out=dbn.SType.INSTRUMENT_ID, symbols=syms, partial=[], not_found=[], end=t1,
-                        mappings=mappings)
-    recs = np.zeros(len(df), _OHLCV_DTYPE)
-    rtype = 0x20 + ['ohlcv-1s', 'ohlcv-1m', 'ohlcv-1h', 'ohlcv-1d'].index(schema)
-    recs['length'], recs['rtype'], recs['publisher_id'] = 14, rtype, 1   # length in 4-byte words: 56 bytes
-    recs['instrument_id'] = df['symbol'].map(ids).to_numpy()
-    recs['ts_event'] = ts
-    for c in PRICES: recs[c] = np.round(df[c].to_numpy() * 1e9).astype('int64')
-    recs['volume'] = df['volume'].to_numpy()
-    data = bytes(meta.encode()) + recs.tobytes()
-    Path(path).write_bytes(zstandard.ZstdCompressor().compress(data) if zstd else data)
+    return tidy_bars(dbn_frame(_read_bytes(path), path))
 
 # %% ../nbs/01_data.ipynb #c7303408
 ALIASES = {'ts_event': ['ts_event', 'timestamp', 'date', 'datetime', 'time', 'ts'],
@@ -420,7 +253,7 @@ def _read_one(path: Path, columns: Sequence[str] = ()) -> pd.DataFrame:
     "Read one file of any supported format (zstd-compressed or not) into the tidy frame (unchecked), with `columns`."
     b = _read_bytes(path)
     if b[:3] == b'DBN':
-        df = _dbn_frame(b, path)
+        df = tidy_bars(dbn_frame(b, path))
         if len(df) == 0: raise _NoBars(f"{path}: no bars (the DBN file has its metadata header but no records)")
         return df
     df = _read_table(b, path)

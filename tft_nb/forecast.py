@@ -7,8 +7,8 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 import numpy as np, pandas as pd, torch
-from .checks import SettingError, check_choice, listed
-from .data import SAMPLE_SOURCE, DataError, load_sample, bar_spacing
+from .checks import DataError, SettingError, check_choice, listed
+from .data import SAMPLE_SOURCE, load_sample, bar_spacing
 from .windows import DataConfig, Scaler, Windows, WindowData, empty_split_reason, make_windows
 from .model import TFTConfig, TemporalFusionTransformer
 from .ensemble import Ensemble

@@ -71,6 +71,7 @@ def set_rng_state(data_gen: torch.Generator, tensors: dict, rest: dict):
 # the sidecar entries a resume restores, with their types (and 'scheduler', which may be null)
 RESUME_STATE = dict(epoch=int, global_step=int, history=list, optimizer=dict, early_stopping=dict, rng=dict)
 
+# %% ../nbs/11c_resume.ipynb #e5665686
 def resume_state(state: TrainingState) -> tuple[dict, dict]:
     "What a resumable checkpoint holds of `state` besides its weights: (tensors, entries)."
     opt_t, opt_rest = optimizer_state(state.opt)
@@ -112,6 +113,7 @@ RESUME_MAY_CHANGE = ('epochs', 'checkpoint_dir', 'checkpoint_frequency', 'device
                      'verbose', 'overwrite', 'restore_best', 'calibrate', 'calibration_bars', 'calibrate_by_symbol',
                      'calibrate_median')
 
+# %% ../nbs/11c_resume.ipynb #d826de52
 def resume_stem(resume, folder) -> Path:
     "The checkpoint that `resume` names: 'last' is `folder`/tft_last, anything else a checkpoint's stem or file."
     return Path(folder) / 'tft_last' if str(resume) == 'last' else checkpoint_stem(resume)
@@ -205,6 +207,7 @@ def _check_same_run(stem: Path, side: dict, cfg: TrainConfig, model_config: TFTC
 SIDECAR_OF_RESUME = ('history', 'optimizer', 'scheduler', 'early_stopping', 'rng', 'partial', 'files', 'timestamp',
                      'versions')
 
+# %% ../nbs/11c_resume.ipynb #737584d8
 def _load_best(path: Path, run_id: str, epoch: int) -> tuple[dict | None, dict, str | None]:
     "(weights, sidecar, None) of checkpoint `path` if it holds epoch `epoch` of run `run_id`, else (None, {}, why not)."
     try: weights, side, _ = load_checkpoint(path)

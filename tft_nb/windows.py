@@ -10,8 +10,8 @@ from dataclasses import dataclass, field as dataclass_field, replace
 from typing import Callable, NamedTuple
 import numpy as np, pandas as pd, torch
 from torch import Tensor
-from .checks import SettingError, check_fields, check_ints, is_date, listed, one_of
-from .data import DataError, COLUMNS, PRICES, check_bars, normalize_columns, suspect_moves_warning, tidy_bars
+from .checks import DataError, SettingError, check_fields, check_ints, is_date, listed, one_of
+from .data import COLUMNS, PRICES, check_bars, normalize_columns, suspect_moves_warning, tidy_bars
 from .covariates import RESERVED, category_codes, check_reals, static_categories, static_values
 
 # %% auto #0
