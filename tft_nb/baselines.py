@@ -9,7 +9,8 @@ import logging
 import numpy as np, pandas as pd, torch
 from torch import Tensor
 from .checks import SettingError, check_choice, listed
-from .windows import HAR_LAGS, Windows, WindowData, trailing_means
+from .features import HAR_LAGS, trailing_means
+from .windows import Windows, WindowData
 from .evaluate import EVAL_BATCH, forecast_metrics, original_units, predict
 
 # %% auto #0

@@ -11,7 +11,8 @@ from dataclasses import dataclass, asdict
 import torch
 import torch.nn.functional as F
 from torch import nn, Tensor
-from .windows import HAR_LAGS, Batch, Windows
+from .features import HAR_LAGS
+from .windows import Batch, Windows
 from .checks import check_fields, check_ints
 from .gating import GateAddNorm, GatedResidualNetwork
 from .selection import RealEmbedding, VariableSelectionNetwork, StaticContexts, StaticCovariateEncoder

@@ -12,11 +12,11 @@ import numpy as np, pandas as pd, torch
 from torch import Tensor
 from .checks import DataError, SettingError, check_fields, check_ints, is_date, listed, one_of
 from .data import COLUMNS, PRICES, check_bars, normalize_columns, suspect_moves_warning, tidy_bars
+from .features import CALENDAR, HAR_INPUTS, OBSERVED, TARGETS, make_features
 from .covariates import RESERVED, category_codes, check_reals, static_categories, static_values
 
 # %% auto #0
-__all__ = ['OBSERVED', 'HAR_LAGS', 'HAR_INPUTS', 'CALENDAR', 'TARGETS', 'PRESETS', 'SPLITS', 'Batch', 'trailing_means',
-           'make_features', 'DataConfig', 'check_data_config', 'split_dates', 'assign_splits', 'Scaler', 'DataSpec',
+__all__ = ['PRESETS', 'SPLITS', 'Batch', 'DataConfig', 'check_data_config', 'split_dates', 'assign_splits', 'Scaler', 'DataSpec',
            'Windows', 'WindowData', 'make_windows', 'empty_split_reason']
 
 # %% ../nbs/02_windows.ipynb #89c304c9
@@ -32,46 +32,6 @@ class Batch(NamedTuple):
     def to(self, device) -> Batch:
         "Move every tensor to `device`."
         return Batch(*(t.to(device, non_blocking=True) for t in self))
-
-# %% ../nbs/02_windows.ipynb #6161bfcf
-OBSERVED = ('r', 'lv', 'dv', 'rng')            # past-observed features of the benchmark task
-HAR_LAGS = (1, 5, 22)                          # bars in HAR's regressors (Corsi 2009): a day, a week, a month
-HAR_INPUTS = ('lv5', 'lv22')                   # lv's 5- and 22-bar means: HAR's regressors beside lv itself
-CALENDAR = ('dow', 'month', 'day', 'hour', 'minute')  # known-future calendar features
-TARGETS = ('lv', 'r', 'close')                   # features that can be the target
-
-def _calendar(ts: pd.Series) -> dict:
-    "Calendar features of UTC timestamps `ts` as floats."
-    return {'dow': ts.dt.day_of_week, 'month': ts.dt.month, 'day': ts.dt.day,
-            'hour': ts.dt.hour, 'minute': ts.dt.minute}
-
-# %% ../nbs/02_windows.ipynb #451fa07c
-def trailing_means(y: np.ndarray, first: np.ndarray, lags=HAR_LAGS) -> np.ndarray:
-    "Each row's mean of its last k values of `y` for each k of `lags` (fewer from its series' `first` row); (R, L)."
-    c, end = np.r_[0.0, np.cumsum(y, dtype='float64')], np.arange(1, len(y) + 1)
-    starts = [np.maximum(end - k, first) for k in lags]              # a mean never reaches into another series
-    return np.stack([(c[end] - c[s]) / (end - s) for s in starts], axis=1)
-
-# %% ../nbs/02_windows.ipynb #27a31523
-def make_features(bars: pd.DataFrame) -> pd.DataFrame:
-    "Per-bar features of tidy `bars` (see table above) and its other columns, first bar of each symbol dropped."
-    o, h, l, c = (bars[k].to_numpy('float64') for k in ('open', 'high', 'low', 'close'))
-    code = pd.factorize(bars.symbol)[0]
-    first = np.r_[True, code[1:] != code[:-1]]  # first bar of each symbol
-    prev = lambda x: np.r_[np.nan, x[:-1]]
-    v = bars.volume.where(bars.volume > 0).groupby(bars.symbol).ffill().to_numpy('float64')
-    with np.errstate(divide='ignore', invalid='ignore'):
-        gk = 0.5 * np.log(h / l) ** 2 - (2 * np.log(2) - 1) * np.log(c / o) ** 2
-        dv = np.nan_to_num(np.log(v / prev(v)), nan=0.0, posinf=0.0, neginf=0.0)  # no volume yet: no change
-    f = pd.DataFrame({'ts_event': bars.ts_event, 'symbol': bars.symbol, 'r': np.log(c / prev(c)),
-                      'lv': 0.5 * np.log(np.maximum(gk, 1e-12)), 'dv': dv, 'rng': (h - l) / c, 'close': c,
-                      **{k: s.to_numpy('float64') for k, s in _calendar(bars.ts_event).items()},
-                      **{k: bars[k].to_numpy() for k in bars.columns if k not in COLUMNS}})   # the user's inputs
-    f = f[~first].reset_index(drop=True)
-    f.insert(2, 'time_idx', f.groupby('symbol').cumcount())
-    start = np.arange(len(f)) - f.time_idx.to_numpy()                # each row's first row of its symbol
-    f['lv5'], f['lv22'] = trailing_means(f.lv.to_numpy(), start, HAR_LAGS[1:]).T
-    return f
 
 # %% ../nbs/02_windows.ipynb #01125cda
 @dataclass
