@@ -14,7 +14,7 @@ import json, math, sys
 from pathlib import Path
 import numpy as np, pandas as pd, torch
 from tft_nb.data import load_sample
-from tft_nb.windows import DataConfig
+from tft_nb.data_config import DataConfig
 from tft_nb.backtest import BacktestConfig, fold_folder, fold_plan, fold_windows
 from tft_nb.forecast import load_model
 from tft_nb.evaluate import original_units, predict

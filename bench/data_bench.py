@@ -11,7 +11,8 @@ import numpy as np, pandas as pd, zstandard
 
 from tft_nb.data import read_dbn, read_ohlcv
 from tft_nb.dbn import OHLCV_DTYPE, write_dbn
-from tft_nb.windows import DataConfig, make_windows
+from tft_nb.data_config import DataConfig
+from tft_nb.windows import make_windows
 
 def make_bars(n_bars: int, n_sym: int = 4, seed: int = 0) -> pd.DataFrame:
     "Random-walk 1-minute bars, `n_bars` in all, split evenly over `n_sym` symbols; OHLC valid, prices on a 0.01 grid."

@@ -26,7 +26,8 @@ from tft_nb.distributed import World, distributed
 from tft_nb.fit import train_epoch
 from tft_nb.model import TFTConfig, TemporalFusionTransformer
 from tft_nb.train import TrainConfig, TrainingState
-from tft_nb.windows import PRESETS, Windows, make_windows
+from tft_nb.data_config import PRESETS
+from tft_nb.windows import Windows, make_windows
 
 ROOT = Path(__file__).resolve().parents[1]
 TAG = 'ddp_bench:'   # the start of rank 0's line of figures, which the parent reads

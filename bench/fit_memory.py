@@ -28,7 +28,8 @@ def main():
     a = p.parse_args()
     import torch
     from tft_nb.data import load_sample
-    from tft_nb.windows import PRESETS, make_windows
+    from tft_nb.data_config import PRESETS
+    from tft_nb.windows import make_windows
     from tft_nb.model import TFTConfig, TemporalFusionTransformer
     from tft_nb.train import TrainConfig
     from tft_nb.fit import fit

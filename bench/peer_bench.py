@@ -71,7 +71,8 @@ def tft_side(a: argparse.Namespace) -> dict:
     import torch
     torch.set_num_threads(a.threads)
     from tft_nb.data import load_sample
-    from tft_nb.windows import PRESETS, make_windows
+    from tft_nb.data_config import PRESETS
+    from tft_nb.windows import make_windows
     from tft_nb.model import TFTConfig, TemporalFusionTransformer
     from tft_nb.train import TrainConfig, TrainingState
     from tft_nb.fit import train_epoch, fit

@@ -66,7 +66,8 @@ from tft_nb.accelerate import compile_stages, keep_freed_memory
 from tft_nb.evaluate import predict
 from tft_nb.model import TFTConfig, TemporalFusionTransformer
 from tft_nb.train import train_step
-from tft_nb.windows import Batch, PRESETS, make_windows
+from tft_nb.data_config import PRESETS
+from tft_nb.windows import Batch, make_windows
 from peer_bench import rss_mib, spread   # bench/ is on sys.path when a script there runs
 
 ROOT = Path(__file__).resolve().parents[1]

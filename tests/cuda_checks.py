@@ -6,7 +6,8 @@ in float32 (on the CPU they follow autocast, 06_model)."""
 import logging
 import pytest, torch
 from tft_nb.data import load_sample
-from tft_nb.windows import DataConfig, make_windows
+from tft_nb.data_config import DataConfig
+from tft_nb.windows import make_windows
 from tft_nb.model import TFTConfig, TemporalFusionTransformer
 from tft_nb.train import TrainConfig
 from tft_nb.fit import fit

@@ -1,7 +1,8 @@
 "The benchmark task of bench/TASK.md, reproduced: baseline scores equal the reference harness's (section 11)."
 import pytest
 from tft_nb.data import load_sample
-from tft_nb.windows import make_windows, PRESETS
+from tft_nb.data_config import PRESETS
+from tft_nb.windows import make_windows
 from tft_nb.evaluate import forecast_metrics, original_units
 from tft_nb.baselines import baseline_forecast
 

@@ -321,7 +321,7 @@ def test_help_lists_every_setting_with_its_comment():
     "tft_train --help: a flag for every config field (the data-derived model sizes aside), its comment as help text."
     from dataclasses import fields
     from fastcore.docments import docments
-    from tft_nb.windows import DataConfig
+    from tft_nb.data_config import DataConfig
     from tft_nb.model import TFTConfig
     from tft_nb.train import TrainConfig
     from tft_nb.cli import data_sized

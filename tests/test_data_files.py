@@ -12,7 +12,8 @@ import databento_dbn as dbn
 from tft_nb.checks import DataError
 from tft_nb.data import COLUMNS, PRICES, read_dbn, read_ohlcv
 from tft_nb.dbn import write_dbn
-from tft_nb.windows import DataConfig, make_windows
+from tft_nb.data_config import DataConfig
+from tft_nb.windows import make_windows
 
 DBN_DIR = Path(__file__).resolve().parent / 'data/dbn'   # Databento's test vectors (Apache-2.0), kept in the repo
 OHLCV_SIZE = 56

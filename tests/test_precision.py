@@ -3,7 +3,8 @@ arithmetic than float32, close to it), repeats bit for bit, and resumes bit for 
 import logging
 import pytest, torch
 from tft_nb.data import load_sample
-from tft_nb.windows import DataConfig, make_windows
+from tft_nb.data_config import DataConfig
+from tft_nb.windows import make_windows
 from tft_nb.model import TFTConfig, TemporalFusionTransformer
 from tft_nb.train import TrainConfig
 from tft_nb.fit import fit

@@ -4,7 +4,8 @@ from __future__ import annotations
 import numpy as np, pytest, torch
 
 from tft_nb.data import load_sample
-from tft_nb.windows import PRESETS, SPLITS, DataConfig, make_windows, split_dates
+from tft_nb.data_config import PRESETS, SPLITS, DataConfig, split_dates
+from tft_nb.windows import make_windows
 from tft_nb.evaluate import original_units
 
 CONFIGS = {

@@ -10,7 +10,8 @@ from dataclasses import dataclass, asdict, fields, replace
 from pathlib import Path
 import numpy as np, pandas as pd
 from .checks import SettingError, check_fields, check_ints, is_date, one_of
-from .windows import DataConfig, WindowData, make_windows, split_dates
+from .data_config import DataConfig, split_dates
+from .windows import WindowData, make_windows
 from .model import TFTConfig
 from .evaluate import EVAL_BATCH, forecast_metrics
 from .baselines import baseline_forecasts

@@ -11,7 +11,7 @@ from fastcore.docments import docments
 from .checks import DataError, SettingError, UsageError
 from .evaluate import EVAL_BATCH
 from .data import DATA_NAMES
-from .windows import DataConfig
+from .data_config import DataConfig
 from .model import TFTConfig
 from .train import TrainConfig, Diverged
 from .files import atomic_write

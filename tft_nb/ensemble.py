@@ -10,7 +10,8 @@ from dataclasses import asdict, replace
 from pathlib import Path
 import pandas as pd, torch
 from torch import nn
-from .windows import Batch, WindowData, DataConfig
+from .data_config import DataConfig
+from .windows import Batch, WindowData
 from .model import TFTConfig, TFTOutput, TemporalFusionTransformer
 from .evaluate import evaluate_loss, predict
 from .loss import coverage

@@ -11,7 +11,8 @@ from typing import Callable
 import pandas as pd, torch
 from .checks import SettingError
 from .console import progress_bar, visible_log
-from .windows import Windows, WindowData, DataConfig
+from .data_config import DataConfig
+from .windows import Windows, WindowData
 from .model import TemporalFusionTransformer, start_at_har
 from .evaluate import check_series, predict
 from .loss import coverage

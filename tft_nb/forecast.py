@@ -9,7 +9,8 @@ from dataclasses import replace
 import numpy as np, pandas as pd, torch
 from .checks import DataError, SettingError, check_choice, listed
 from .data import SAMPLE_SOURCE, load_sample, bar_spacing
-from .windows import DataConfig, Scaler, Windows, WindowData, empty_split_reason, make_windows
+from .data_config import DataConfig
+from .windows import Scaler, Windows, WindowData, empty_split_reason, make_windows
 from .model import TFTConfig, TemporalFusionTransformer
 from .ensemble import Ensemble
 from .checkpoint import load_checkpoint, CheckpointError, weight_mismatch

@@ -11,7 +11,8 @@ import pandas as pd
 from fastcore.basics import patch
 from .checks import SettingError, refuse_unknown
 from .data import SAMPLE_SOURCE, bar_spacing, load_sample, read_ohlcv
-from .windows import DataConfig, DataSpec, PRESETS, WindowData, Windows, empty_split_reason, make_windows
+from .data_config import DataConfig, PRESETS
+from .windows import DataSpec, WindowData, Windows, empty_split_reason, make_windows
 from .model import TFTConfig, TemporalFusionTransformer
 from .evaluate import EVAL_BATCH, infer
 from .baselines import test_metrics

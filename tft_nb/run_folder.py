@@ -11,7 +11,8 @@ import pandas as pd
 from fastcore.basics import patch
 from .checks import SpeltMessage, as_argument
 from .data import bar_spacing
-from .windows import DataConfig, WindowData
+from .data_config import DataConfig
+from .windows import WindowData
 from .train import TrainConfig, TrainingState, HISTORY_COLUMNS, learning_rate
 from .processes import ALONE, Processes
 from .files import deferred_interrupt, replace_together

@@ -11,7 +11,7 @@ import pandas as pd
 import optuna
 from optuna.trial import TrialState
 from .checks import SettingError, check_fields, check_ints, listed
-from .windows import DataConfig
+from .data_config import DataConfig
 from .model import TFTConfig
 from .train import TrainConfig, Diverged
 from .ensemble import has_run

@@ -10,14 +10,14 @@ from dataclasses import dataclass, field as dataclass_field, replace
 from typing import Callable, NamedTuple
 import numpy as np, pandas as pd, torch
 from torch import Tensor
-from .checks import DataError, SettingError, check_fields, check_ints, is_date, listed, one_of
+from .checks import DataError, SettingError, listed
 from .data import COLUMNS, PRICES, check_bars, normalize_columns, suspect_moves_warning, tidy_bars
-from .features import CALENDAR, HAR_INPUTS, OBSERVED, TARGETS, make_features
-from .covariates import RESERVED, category_codes, check_reals, static_categories, static_values
+from .features import make_features
+from .data_config import SPLITS, DataConfig, assign_splits, split_dates
+from .covariates import category_codes, check_reals, static_categories, static_values
 
 # %% auto #0
-__all__ = ['PRESETS', 'SPLITS', 'Batch', 'DataConfig', 'check_data_config', 'split_dates', 'assign_splits', 'Scaler', 'DataSpec',
-           'Windows', 'WindowData', 'make_windows', 'empty_split_reason']
+__all__ = ['Batch', 'Scaler', 'DataSpec', 'Windows', 'WindowData', 'make_windows', 'empty_split_reason']
 
 # %% ../nbs/02_windows.ipynb #89c304c9
 class Batch(NamedTuple):
@@ -32,102 +32,6 @@ class Batch(NamedTuple):
     def to(self, device) -> Batch:
         "Move every tensor to `device`."
         return Batch(*(t.to(device, non_blocking=True) for t in self))
-
-# %% ../nbs/02_windows.ipynb #01125cda
-@dataclass
-class DataConfig:
-    "How bars become windows: inputs, target, window sizes, splits and scaling."
-    encoder_length: int = 60            # past bars the model sees (Te)
-    horizon: int = 5                    # future bars to forecast (Td)
-    target: str = 'lv'                  # forecast target, one of TARGETS
-    observed: tuple = OBSERVED          # past-observed inputs, built-in or columns of the data (the target is added)
-    known: tuple = ('dow', 'month')     # known-future inputs: calendar ones from CALENDAR, or columns of the data
-    static: tuple = ()                  # static categorical columns of the data, one value per symbol (and the symbol)
-    scaling: str = 'zscore'             # 'zscore' or 'minmax' (to [0, 1], as the original trainer did)
-    per_symbol: bool = False            # one scaler per symbol instead of one pooled over symbols
-    val_start: str | None = None        # first timestamp of the validation split (ISO); None: use val_frac
-    test_start: str | None = None       # first timestamp of the test split (ISO); None: use test_frac
-    val_frac: float = 0.15              # share of timestamps in validation when val_start is None
-    test_frac: float = 0.15             # share of timestamps in test when test_start is None
-
-    def __post_init__(self):
-        check_ints(self)
-        self.observed, self.known, self.static = (_names(v) for v in (self.observed, self.known, self.static))
-        check_data_config(self)
-
-# %% ../nbs/02_windows.ipynb #ff5425ca
-def _names(v) -> tuple:
-    "Input names as a tuple: 'dow' is one name, not three letters."
-    return (v,) if isinstance(v, str) else tuple(v)
-
-# %% ../nbs/02_windows.ipynb #f03c7839
-def check_data_config(cfg: DataConfig):
-    "Refuse settings of `cfg` that are out of range or contradict each other, naming the field and what it expects."
-    past, scalings = OBSERVED + HAR_INPUTS + ('close',), ('zscore', 'minmax')
-    names = cfg.observed + cfg.known + cfg.static
-    taken = [n for n in names if n in RESERVED and n not in past]
-    check_fields(cfg, [
-        ('encoder_length', cfg.encoder_length >= 1, '>= 1'), ('horizon', cfg.horizon >= 1, '>= 1'),
-        ('target', cfg.target in TARGETS, f'one of {TARGETS}'),
-        ('observed', not set(cfg.observed) & set(CALENDAR),
-         lambda s: f"free of the calendar inputs {CALENDAR}: they are known ahead, give them in {s('known')}"),
-        ('known', bool(cfg.known), 'one or more inputs: calendar ones from CALENDAR or columns of the data'),
-        ('known', not set(cfg.known) & set(past + cfg.observed),
-         lambda s: f"free of past-observed inputs ({listed(sorted(set(cfg.known) & set(past + cfg.observed)))}"
-                   f"): they are known only up to the origin, give them in {s('observed')}"),
-        ('static', not set(cfg.static) & set(past + CALENDAR + cfg.observed + cfg.known + ('symbol',)),
-         'columns of the data that are no other input (the symbol is always one)'),
-        ('observed' if set(taken) & set(cfg.observed) else 'known' if set(taken) & set(cfg.known) else 'static',
-         not taken, f"free of the names the bars and features use ({listed(list(RESERVED), 10)}): rename "
-                    f"the column(s) {taken}"),
-        ('scaling', cfg.scaling in scalings, one_of(scalings)),
-        ('val_frac', 0 <= cfg.val_frac < 1, 'in [0, 1)'), ('test_frac', 0 <= cfg.test_frac < 1, 'in [0, 1)'),
-        ('test_frac', cfg.val_frac + cfg.test_frac < 1, lambda s: f"< 1 - {s('val_frac')} ({cfg.val_frac})"),
-        ('val_start', is_date(cfg.val_start), 'a date such as 2015-01-01'),
-        ('test_start', is_date(cfg.test_start), 'a date such as 2015-01-01')])
-
-# %% ../nbs/02_windows.ipynb #49f5ef40
-@patch(as_prop=True)
-def encoder_vars(self: DataConfig) -> tuple:
-    "Encoder inputs in order: observed, the target if not observed, known."
-    return tuple(dict.fromkeys(self.observed + (self.target,))) + self.known
-
-# %% ../nbs/02_windows.ipynb #3c32a344
-@patch(as_prop=True)
-def columns(self: DataConfig) -> dict:
-    "The inputs that are columns of the data, each with the setting that names it."
-    own = OBSERVED + HAR_INPUTS + ('close',) + CALENDAR
-    return {n: k for k in ('observed', 'known', 'static') for n in getattr(self, k) if n not in own}
-
-# %% ../nbs/02_windows.ipynb #ff018406
-PRESETS = {
-    'ohlcv_gk_logvol_tft_v1': DataConfig(encoder_length=60, horizon=5, target='lv', observed=OBSERVED,
-                                         known=('dow', 'month'), scaling='zscore', per_symbol=False,
-                                         val_start='2015-01-01', test_start='2017-01-01'),
-}
-
-# %% ../nbs/02_windows.ipynb #4379afb7
-SPLITS = ('train', 'val', 'test')
-
-def split_dates(ts: pd.Series, cfg: DataConfig) -> tuple[pd.Timestamp, pd.Timestamp]:
-    "First timestamps of the validation and test splits for `cfg`."
-    u = np.unique(ts.to_numpy('datetime64[ns]'))
-    q = lambda frac: pd.Timestamp(u[min(len(u) - 1, int(np.floor(len(u) * (1 - frac))))], tz='UTC')
-    val = pd.Timestamp(cfg.val_start, tz='UTC') if cfg.val_start else q(cfg.val_frac + cfg.test_frac)
-    test = pd.Timestamp(cfg.test_start, tz='UTC') if cfg.test_start else q(cfg.test_frac)
-    if test < val:
-        def said(s, k, t, frac):   # a date that was given, or the default and where it comes from
-            if getattr(cfg, k): return f"{s(k)} ({t})"
-            return f"the default {s(k)} ({t}: the last {frac:.0%} of the timestamps)"
-        raise SettingError(lambda s: f"{said(s, 'test_start', test, cfg.test_frac)} is before "
-                                     f"{said(s, 'val_start', val, cfg.val_frac + cfg.test_frac)}")
-    return val, test
-
-# %% ../nbs/02_windows.ipynb #50ecce5e
-def assign_splits(f: pd.DataFrame, cfg: DataConfig) -> np.ndarray:
-    "Split code (0 train, 1 val, 2 test) of every row of features `f`."
-    val, test = split_dates(f.ts_event, cfg)
-    return (f.ts_event >= val).to_numpy().astype('int8') + (f.ts_event >= test).to_numpy()
 
 # %% ../nbs/02_windows.ipynb #a23f9169
 @dataclass
