@@ -25,7 +25,8 @@ from tft_nb.data import load_sample
 from tft_nb.distributed import World, distributed
 from tft_nb.fit import train_epoch
 from tft_nb.model import TFTConfig, TemporalFusionTransformer
-from tft_nb.train import TrainConfig, TrainingState
+from tft_nb.run_state import TrainingState
+from tft_nb.train import TrainConfig
 from tft_nb.data_config import PRESETS
 from tft_nb.windows import Windows, make_windows
 

@@ -74,7 +74,8 @@ def tft_side(a: argparse.Namespace) -> dict:
     from tft_nb.data_config import PRESETS
     from tft_nb.windows import make_windows
     from tft_nb.model import TFTConfig, TemporalFusionTransformer
-    from tft_nb.train import TrainConfig, TrainingState
+    from tft_nb.run_state import TrainingState
+    from tft_nb.train import TrainConfig
     from tft_nb.fit import train_epoch, fit
     from tft_nb.evaluate import predict
     from tft_nb.accelerate import accelerate

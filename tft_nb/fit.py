@@ -17,8 +17,9 @@ from .model import TemporalFusionTransformer, start_at_har
 from .evaluate import check_series, predict
 from .loss import coverage
 from .calibrate import Calibration
-from .train import (TrainConfig, TrainingState, EpochProgress, GradNormStats, HISTORY_COLUMNS, Diverged,
-                          asked_autocast, check_gradients, check_grad_norms, divergence, train_step)
+from .run_state import TrainingState, EpochProgress, HISTORY_COLUMNS
+from .train import (TrainConfig, GradNormStats, Diverged, asked_autocast, check_gradients, check_grad_norms,
+                          divergence, train_step)
 from .files import held_signals
 from .checkpoint import add_to_sidecar
 from .run_folder import RunFolder, RunInterrupted, run_data

@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np, torch
 from .checks import listed
 from .model import TFTConfig
-from .train import EarlyStopping, EpochProgress, TrainConfig, TrainingState
+from .run_state import EpochProgress, TrainingState
+from .train import EarlyStopping, TrainConfig
 from .checkpoint import CheckpointError, as_json, checkpoint_stem, load_checkpoint, weight_mismatch
 from .folder_lock import run_files
 

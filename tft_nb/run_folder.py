@@ -13,7 +13,8 @@ from .checks import SpeltMessage, as_argument
 from .data import bar_spacing
 from .data_config import DataConfig
 from .windows import WindowData
-from .train import TrainConfig, TrainingState, HISTORY_COLUMNS, learning_rate
+from .run_state import TrainingState, HISTORY_COLUMNS
+from .train import TrainConfig, learning_rate
 from .processes import ALONE, Processes
 from .files import deferred_interrupt, replace_together
 from .checkpoint import CheckpointError, checkpoint_files, tidy_leftovers

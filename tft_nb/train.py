@@ -5,7 +5,7 @@
 # %% ../nbs/10_train.ipynb #a79f697d
 from __future__ import annotations
 import contextlib, logging, math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Callable
 import torch
@@ -21,11 +21,10 @@ from .loss import quantile_loss
 from .evaluate import bf16_autocast
 
 # %% auto #0
-__all__ = ['DEVICES', 'VANISHING', 'EXPLODING', 'NO_DECAY', 'HISTORY_COLUMNS', 'TrainConfig', 'check_stopping', 'asked_autocast',
+__all__ = ['DEVICES', 'VANISHING', 'EXPLODING', 'NO_DECAY', 'TrainConfig', 'check_stopping', 'asked_autocast',
            'micro_batch_weights', 'grad_norm', 'GradNormStats', 'check_grad_norms', 'param_groups', 'make_optimizer',
            'TrainingError', 'check_optimizer', 'check_gradients', 'train_step', 'make_scheduler', 'learning_rate',
-           'set_learning_rate', 'EarlyStopping', 'EpochProgress', 'TrainingState', 'Diverged', 'nonfinite',
-           'divergence']
+           'set_learning_rate', 'EarlyStopping', 'Diverged', 'nonfinite', 'divergence']
 
 # %% ../nbs/10_train.ipynb #af5c84f7
 DEVICES = ('auto', 'cpu', 'cuda')   # device names: 'auto' takes CUDA when it is there
@@ -288,56 +287,6 @@ def state_dict(self: EarlyStopping) -> dict:
 def load_state_dict(self: EarlyStopping, d: dict):
     "Restore the state saved by `state_dict`."
     self.__dict__.update(d)
-
-# %% ../nbs/10_train.ipynb #47ff743c
-@dataclass
-class EpochProgress:
-    "How far an epoch had come when its run stopped inside it; enough to finish it as if it had not stopped."
-    order: Tensor       # the state of TrainingState.order before the epoch drew its permutation
-    steps: int          # optimizer steps done in the epoch
-    loss_sum: Tensor    # the sum of those steps' losses, each times its count of micro-batches
-    norms: Tensor       # those steps' gradient norms
-    seconds: float      # training time spent in the epoch so far
-
-# %% ../nbs/10_train.ipynb #3a5c0ea6
-HISTORY_COLUMNS = ['epoch', 'train_loss', 'val_loss', 'improved', 'grad_norm', 'grad_norm_max', 'learning_rate',
-                   'seconds']
-
-@dataclass
-class TrainingState:
-    "What changes while a run trains: model, optimizer, schedule, early stopping, data order, counts, history."
-    model: nn.Module
-    opt: torch.optim.Optimizer
-    schedule: ReduceLROnPlateau | None
-    stopping: EarlyStopping
-    order: torch.Generator                       # draws each epoch's order of the training windows
-    epoch: int = 0                               # epochs done
-    step: int = 0                                # optimizer steps done
-    history: list = field(default_factory=list)  # one dict per epoch done, HISTORY_COLUMNS
-    partial: EpochProgress | None = None         # how far the epoch under way has come, when stopped inside it
-    net: nn.Module | None = None                 # what a step calls, if not the model: a wrapper of it
-
-    @classmethod
-    def begin(cls, model: nn.Module, cfg: TrainConfig, opt: torch.optim.Optimizer | None = None) -> TrainingState:
-        "A fresh run's state, seeded from `cfg.seed` (dropout too), with `opt` or the optimizer of `cfg`."
-        torch.manual_seed(cfg.seed)
-        opt = opt or make_optimizer(model, cfg)
-        check_optimizer(model, opt)
-        stopping = EarlyStopping(cfg.early_stopping_patience, cfg.early_stopping_threshold)
-        return cls(model, opt, make_scheduler(opt, cfg), stopping, torch.Generator().manual_seed(cfg.seed))
-
-# %% ../nbs/10_train.ipynb #d76a18c5
-@patch
-def end_epoch(self: TrainingState, train_loss: float, val_loss: float, norms: dict,
-              seconds: float) -> tuple[bool, str]:
-    "Count a finished epoch; returns (improved, early stopping's line)."
-    improved, msg = self.stopping.step(val_loss, self.epoch)
-    if self.schedule is not None and math.isfinite(val_loss): self.schedule.step(val_loss)
-    self.epoch += 1
-    self.history.append(dict(epoch=self.epoch, train_loss=train_loss, val_loss=val_loss, improved=improved,
-                             grad_norm=norms['mean'], grad_norm_max=norms['max'],
-                             learning_rate=learning_rate(self.opt), seconds=seconds))
-    return improved, msg
 
 # %% ../nbs/10_train.ipynb #f751ae71
 class Diverged(SpeltMessage, ArithmeticError):
