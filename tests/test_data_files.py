@@ -1,4 +1,4 @@
-"""File-level tests of the data layer (`tft_nb.data`): conformance on Databento's own DBN test vectors,
+"""File-level tests of the data layer (`tft_nb.data`, `tft_nb.dbn`): conformance on Databento's own DBN test vectors,
 a corpus of bad inputs that must each be refused with a `DataError` naming the file and the problem,
 and round trips of the other formats. Fast: the whole file runs in a few seconds."""
 from __future__ import annotations

@@ -29,6 +29,7 @@ class EpochProgress:
 HISTORY_COLUMNS = ['epoch', 'train_loss', 'val_loss', 'improved', 'grad_norm', 'grad_norm_max', 'learning_rate',
                    'seconds']
 
+# %% ../nbs/10b_run_state.ipynb #dd873892
 @dataclass
 class TrainingState:
     "What changes while a run trains: model, optimizer, schedule, early stopping, data order, counts, history."
@@ -43,14 +44,16 @@ class TrainingState:
     partial: EpochProgress | None = None         # how far the epoch under way has come, when stopped inside it
     net: nn.Module | None = None                 # what a step calls, if not the model: a wrapper of it
 
-    @classmethod
-    def begin(cls, model: nn.Module, cfg: TrainConfig, opt: torch.optim.Optimizer | None = None) -> TrainingState:
-        "A fresh run's state, seeded from `cfg.seed` (dropout too), with `opt` or the optimizer of `cfg`."
-        torch.manual_seed(cfg.seed)
-        opt = opt or make_optimizer(model, cfg)
-        check_optimizer(model, opt)
-        stopping = EarlyStopping(cfg.early_stopping_patience, cfg.early_stopping_threshold)
-        return cls(model, opt, make_scheduler(opt, cfg), stopping, torch.Generator().manual_seed(cfg.seed))
+# %% ../nbs/10b_run_state.ipynb #b8ae7100
+@patch(cls_method=True)
+def begin(cls: TrainingState, model: nn.Module, cfg: TrainConfig,
+          opt: torch.optim.Optimizer | None = None) -> TrainingState:
+    "A fresh run's state, seeded from `cfg.seed` (dropout too), with `opt` or the optimizer of `cfg`."
+    torch.manual_seed(cfg.seed)
+    opt = opt or make_optimizer(model, cfg)
+    check_optimizer(model, opt)
+    stopping = EarlyStopping(cfg.early_stopping_patience, cfg.early_stopping_threshold)
+    return cls(model, opt, make_scheduler(opt, cfg), stopping, torch.Generator().manual_seed(cfg.seed))
 
 # %% ../nbs/10b_run_state.ipynb #d76a18c5
 @patch

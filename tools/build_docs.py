@@ -173,7 +173,7 @@ _HREF = re.compile(r'href="([\w.-]*\.html)?#([^"]+)"')
 
 def _fix_anchors(html: dict[str, str]) -> dict[str, str]:
     "Point links at the ids the pages have, whatever the case of their anchors."
-    # nbdev links to Quarto's lower-case ids (`windows.html#dataconfig`);
+    # nbdev links to Quarto's lower-case ids (`data_config.html#dataconfig`);
     # nbconvert keeps the heading's case (`DataConfig`)
     exact = {f: set(re.findall(r'\bid="([^"]+)"', h)) for f, h in html.items()}
     lower = {f: {i.lower(): i for i in sorted(ids, reverse=True)} for f, ids in exact.items()}
