@@ -118,6 +118,11 @@ def _accelerate(pkg: str):
     try: return importlib.import_module(f'{pkg}.accelerate')
     except ModuleNotFoundError: return None
 
+def _state_module(pkg: str):
+    "`pkg`'s module of `TrainingState`: run_state (10b), or train in a base commit before it."
+    try: return importlib.import_module(f'{pkg}.run_state')
+    except ModuleNotFoundError: return importlib.import_module(f'{pkg}.train')
+
 def build(a: argparse.Namespace, data, pkg: str = 'tft_nb', weights: dict | None = None, compiled: bool = False,
           graphs: bool = False, bf16: bool = False):
     "`pkg`'s model of `a`'s sizes on `a.device` (with `weights` when given), its training state, compile seconds."
@@ -129,7 +134,8 @@ def build(a: argparse.Namespace, data, pkg: str = 'tft_nb', weights: dict | None
     if weights is not None: model.load_state_dict(weights)
     if hasattr(acc := _accelerate(pkg), 'fast_dropout'): acc.fast_dropout(model)   # as `fit` does (24_accelerate)
     if hasattr(acc, 'fold_embeddings'): acc.fold_embeddings(model)                # a base commit: folded in its model
-    state = t.TrainingState.begin(model, t.TrainConfig(batch_size=a.batch, grad_clip=1.0, device=a.device))
+    cfg = t.TrainConfig(batch_size=a.batch, grad_clip=1.0, device=a.device)
+    state = _state_module(pkg).TrainingState.begin(model, cfg)
     if not compiled: return model, state, 0.0
     if acc is None:                                                       # a base commit before the layer
         compiled_model = model.compile(cudagraphs=True) if graphs else model.compile()
