@@ -116,12 +116,6 @@ def each(self: World, t: Tensor) -> Tensor:
     out[self.rank] = t
     return self.total(out)
 
-# %% ../nbs/20_distributed.ipynb #1487b8ee
-@patch
-def mine(self: World, t: Tensor) -> Tensor:
-    "This rank's entry of an `each` tensor."
-    return t if t.dim() == 0 else t[self.rank]
-
 # %% ../nbs/20_distributed.ipynb #bc6cef04
 def largest(world: World, x: int) -> int:
     "The largest of the ranks' `x` (a signal number, 0 for none): what every rank then acts on."

@@ -31,6 +31,12 @@ def _spec_config(spec: dict) -> DataConfig:
     return DataConfig(encoder_length=spec['encoder_length'], horizon=spec['horizon'], target=spec['target'],
                       known=known, observed=observed)
 
+# %% ../nbs/16_forecast.ipynb #2c88cde4
+def _check_bar_seconds(s):
+    "Refuse a data entry's `bar_seconds` that is neither null nor a number > 0."
+    if not (s is None or isinstance(s, (int, float)) and s > 0):
+        raise ValueError(f"bar_seconds must be a number > 0 or null, got {s!r}")
+
 # %% ../nbs/16_forecast.ipynb #36e5aa48
 def checkpoint_data(side: dict, path='<checkpoint>') -> tuple[DataConfig, Scaler, list]:
     "The `DataConfig`, training `Scaler` and symbols that a checkpoint's sidecar `side` records."
@@ -42,8 +48,7 @@ def checkpoint_data(side: dict, path='<checkpoint>') -> tuple[DataConfig, Scaler
             cfg = replace(cfg, **dates)                    # splits given as fractions: the dates they began
         scaler = Scaler.from_dict(d['scaler'])
         check_choice('scaler method', scaler.method, ('zscore', 'minmax'))
-        if not (d.get('bar_seconds') is None or isinstance(d['bar_seconds'], (int, float)) and d['bar_seconds'] > 0):
-            raise ValueError(f"bar_seconds must be a number > 0 or null, got {d['bar_seconds']!r}")
+        _check_bar_seconds(d.get('bar_seconds'))
         level = 'close' in [*spec['encoder_vars'], spec['target']] and 'close' not in spec.get('relative', [])
         symbols = list(spec['symbols'])
     except (AttributeError, KeyError, TypeError, ValueError) as e:
