@@ -5,7 +5,7 @@
 # %% ../nbs/00_checks.ipynb #ef15c289
 from __future__ import annotations
 import dataclasses
-from typing import Callable
+from typing import Callable, dataclass_transform
 import numpy as np, pandas as pd
 
 # %% auto #0
@@ -56,8 +56,12 @@ def check_fields(cfg, rules: list[tuple]):
         raise SettingError(lambda s: f"{s(name)} must be {want(s) if callable(want) else want}, got {got!r}")
 
 # %% ../nbs/00_checks.ipynb #6ee0e305
+@dataclass_transform()
 class Checked:
-    "A config dataclass that refuses a bad setting when it is made: `__post_init__` runs its `check`."
+    "Makes each subclass a config dataclass that refuses a bad setting when made: `__post_init__` runs its `check`."
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        dataclasses.dataclass(cls)
     def __post_init__(self): self.check()
 
 # %% ../nbs/00_checks.ipynb #0eeac05c

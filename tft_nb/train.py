@@ -5,7 +5,6 @@
 # %% ../nbs/10_train.ipynb #a79f697d
 from __future__ import annotations
 import contextlib, logging, math
-from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Callable
 import torch
@@ -30,7 +29,6 @@ __all__ = ['DEVICES', 'VANISHING', 'EXPLODING', 'NO_DECAY', 'TrainConfig', 'chec
 DEVICES = ('auto', 'cpu', 'cuda')   # device names: 'auto' takes CUDA when it is there
 
 # %% ../nbs/10_train.ipynb #90e70eac
-@dataclass
 class TrainConfig(Checked):
     "How to train: optimizer, schedule, early stopping, checkpoints, device."
     epochs: int = 50                         # maximum number of epochs
