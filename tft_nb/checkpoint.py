@@ -11,7 +11,7 @@ from torch import Tensor
 import safetensors, safetensors.torch
 from .checks import UsageError, listed
 from .files import atomic_write, deferred_interrupt, fsync_dir, replace_together, second_names
-from .train import nonfinite
+from .stopping import nonfinite
 
 # %% auto #0
 __all__ = ['SIDECAR_DIGEST', 'LEFTOVER', 'CheckpointError', 'checkpoint_stem', 'sidecar_digest', 'versions', 'checkpoint_files',

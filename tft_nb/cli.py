@@ -13,7 +13,8 @@ from .evaluate import EVAL_BATCH
 from .data import DATA_NAMES
 from .data_config import DataConfig
 from .model import TFTConfig
-from .train import TrainConfig, Diverged
+from .train import TrainConfig
+from .stopping import Diverged
 from .files import atomic_write
 from .checkpoint import read_sidecar
 from .folder_lock import run_files

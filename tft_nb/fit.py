@@ -18,8 +18,8 @@ from .evaluate import check_series, predict
 from .loss import coverage
 from .calibrate import Calibration
 from .run_state import TrainingState, EpochProgress, HISTORY_COLUMNS
-from .train import (TrainConfig, GradNormStats, Diverged, asked_autocast, check_gradients, check_grad_norms,
-                          divergence, train_step)
+from .train import TrainConfig, GradNormStats, asked_autocast, check_gradients, check_grad_norms, train_step
+from .stopping import Diverged, divergence
 from .files import held_signals
 from .checkpoint import add_to_sidecar
 from .run_folder import RunFolder, RunInterrupted, run_data

@@ -11,7 +11,8 @@ import numpy as np, torch
 from .checks import listed
 from .model import TFTConfig
 from .run_state import EpochProgress, TrainingState
-from .train import EarlyStopping, TrainConfig
+from .train import TrainConfig
+from .stopping import EarlyStopping
 from .checkpoint import CheckpointError, as_json, checkpoint_stem, load_checkpoint, weight_mismatch
 from .folder_lock import run_files
 

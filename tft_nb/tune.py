@@ -13,7 +13,8 @@ from optuna.trial import TrialState
 from .checks import SettingError, check_fields, check_ints, listed
 from .data_config import DataConfig
 from .model import TFTConfig
-from .train import TrainConfig, Diverged
+from .train import TrainConfig
+from .stopping import Diverged
 from .ensemble import has_run
 from .console import visible_log
 from .fit import fit
