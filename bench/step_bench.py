@@ -119,7 +119,7 @@ def _accelerate(pkg: str):
     except ModuleNotFoundError: return None
 
 def _state_module(pkg: str):
-    "`pkg`'s module of `TrainingState`: run_state (10b), or train in a base commit before it."
+    "`pkg`'s module of `TrainingState`: run_state (10c), or train in a base commit before it."
     try: return importlib.import_module(f'{pkg}.run_state')
     except ModuleNotFoundError: return importlib.import_module(f'{pkg}.train')
 
