@@ -13,11 +13,13 @@ import zstandard
 from .checks import DataError, listed
 
 # %% auto #0
-__all__ = ['OHLCV_RTYPES', 'OHLCV_DTYPE', 'DBN_PRICES', 'dbn_header', 'record_size', 'check_records', 'dbn_frame', 'write_dbn']
+__all__ = ['OHLCV_RTYPES', 'TRADE_SCHEMAS', 'OHLCV_DTYPE', 'DBN_PRICES', 'dbn_header', 'record_size', 'check_records',
+           'dbn_frame', 'write_dbn']
 
 # %% ../nbs/01b_dbn.ipynb #f8b41159
 OHLCV_RTYPES = {0x11: 'ohlcv (v1 deprecated)', 0x20: 'ohlcv-1s', 0x21: 'ohlcv-1m', 0x22: 'ohlcv-1h',
                 0x23: 'ohlcv-1d', 0x24: 'ohlcv-eod'}
+TRADE_SCHEMAS = tuple(OHLCV_RTYPES[t] for t in range(0x20, 0x24))   # the bars aggregated from trades, 1s to 1d
 OHLCV_DTYPE = np.dtype(dbn.OHLCVMsg._dtypes)   # the 56-byte record of every DBN version
 DBN_PRICES = ['open', 'high', 'low', 'close']   # its price fields (int64, units of 1e-9), as the tidy frame names them
 
@@ -57,7 +59,7 @@ def check_records(b, start: int, n: int, size: int, path, first: int = 0) -> np.
                    'offsets': [OHLCV_DTYPE.fields[n][1] for n in OHLCV_DTYPE.names], 'itemsize': size})
     recs = np.frombuffer(b, dt, count=n, offset=start)
     rt, words = recs['rtype'], recs['length']   # `length` counts 4-byte words
-    bad = (words != size // 4) | (((rt < 0x20) | (rt > 0x24)) & (rt != 0x11))   # not one of OHLCV_RTYPES
+    bad = (words != size // 4) | ~np.isin(rt, list(OHLCV_RTYPES))
     _corrupt(bad, path, lambda i: f"has record type {rt[i]:#x} and length {int(words[i]) * 4} bytes; "
                                   f"an OHLCV record has type 0x11 or 0x20-0x24 and {size} bytes", first)
     return recs
@@ -132,7 +134,7 @@ def _check_values(meta: dbn.Metadata, vals: np.ndarray, path):
                  lambda i: f"has {col} {p[i]:.10g}, beyond any price (2^53 units of 1e-9, about 9 million)")
     v = vals[:, 4]
     _corrupt(v >= _EXACT, path, lambda i: f"has volume {v[i]:.4g}, beyond any volume (2^53)")
-    if str(meta.schema) not in ('ohlcv-1s', 'ohlcv-1m', 'ohlcv-1h', 'ohlcv-1d'): return   # only these come from trades
+    if str(meta.schema) not in TRADE_SCHEMAS: return
     o, h, l, c = vals[:, :4].T
     _corrupt(h < l, path, lambda i: f"has high {h[i]:.10g} < low {l[i]:.10g}, which no bar aggregated from trades has")
     _corrupt((o < l) | (o > h) | (c < l) | (c > h), path,
@@ -171,7 +173,7 @@ def write_dbn(df: pd.DataFrame, path, schema: str = 'ohlcv-1m', dataset: str = '
                         stype_out=dbn.SType.INSTRUMENT_ID, symbols=syms, partial=[], not_found=[], end=t1,
                         mappings=mappings)
     recs = np.zeros(len(df), OHLCV_DTYPE)
-    rtype = 0x20 + ['ohlcv-1s', 'ohlcv-1m', 'ohlcv-1h', 'ohlcv-1d'].index(schema)
+    rtype = 0x20 + TRADE_SCHEMAS.index(schema)
     recs['length'], recs['rtype'], recs['publisher_id'] = 14, rtype, 1   # length in 4-byte words: 56 bytes
     recs['instrument_id'] = df['symbol'].map(ids).to_numpy()
     recs['ts_event'] = ts

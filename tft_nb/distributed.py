@@ -58,8 +58,8 @@ def _lost(world: World, e: RuntimeError) -> ProcessLost:
     first = (str(e).strip().splitlines() or [type(e).__name__])[0]
     why = re.sub(r'^\[[^\]]*\]\s*', '', first).split('. ')[0]       # gloo's "[file:line] Read error ...: reset"
     return ProcessLost(lambda s: f"rank {world.rank} of {world.size} lost the others, so the run stops ({why}); "
-                              "torchrun's summary names the rank that failed first; the folder keeps its last whole "
-                              f"checkpoint, from which {s('resume', 'last')} continues")
+                                  "torchrun's summary names the rank that failed first; the folder keeps its last "
+                                  f"whole checkpoint, from which {s('resume', 'last')} continues")
 
 # %% ../nbs/20_distributed.ipynb #787e0be9
 @contextlib.contextmanager
