@@ -9,7 +9,7 @@ from typing import Callable
 from dataclasses import dataclass, asdict, fields, replace
 from pathlib import Path
 import numpy as np, pandas as pd
-from .checks import SettingError, check_fields, check_ints, is_date, one_of
+from .checks import Checked, SettingError, check_fields, is_date, one_of
 from .data_config import DataConfig, split_dates
 from .windows import WindowData, make_windows
 from .model import TFTConfig
@@ -35,8 +35,7 @@ __all__ = ['SPLIT_FIELDS', 'MAY_CHANGE', 'SETTINGS_FILE', 'FOLD_FILES', 'Backtes
            'walk_forward']
 
 # %% ../nbs/21_backtest.ipynb #d75ac529
-@dataclass
-class BacktestConfig:
+class BacktestConfig(Checked):
     "Walk-forward evaluation: folds of `every` bars from `start` on, the model refit before each."
     start: str | None = None       # first forecast bar (ISO date); None: where the DataConfig's test split begins
     every: int = 250               # bars per fold: the model is refit every this many bars (250: a year of days)
@@ -46,8 +45,8 @@ class BacktestConfig:
     val_bars: int = 250            # bars before each fold whose outcomes validate it (early stopping, calibration)
     warm_start: bool = False       # start each fold from the weights the previous fold ended with
 
-    def __post_init__(self):
-        check_ints(self)
+    def check(self):
+        "Refuse a setting that cannot be used, naming it."
         folds = self.folds
         check_fields(self, [
             ('start', is_date(self.start), 'a date such as 2017-01-01'), ('every', self.every >= 1, '>= 1'),

@@ -58,11 +58,13 @@ def check_fields(cfg, rules: list[tuple]):
 # %% ../nbs/00_checks.ipynb #6ee0e305
 @dataclass_transform()
 class Checked:
-    "Makes each subclass a config dataclass that refuses a bad setting when made: `__post_init__` runs its `check`."
+    "Makes each subclass a config dataclass that refuses a bad setting when made: `check_ints`, then its `check`."
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         dataclasses.dataclass(cls)
-    def __post_init__(self): self.check()
+    def __post_init__(self):
+        check_ints(self)
+        self.check()
 
 # %% ../nbs/00_checks.ipynb #0eeac05c
 def is_date(v) -> bool:

@@ -4,13 +4,13 @@
 
 # %% ../nbs/01_data.ipynb #4544bcd4
 from __future__ import annotations
-import importlib.util, io, logging, re, stat, struct, zlib
+import importlib.util, io, logging, re, stat, zlib
 from pathlib import Path
 from typing import Sequence
 import numpy as np, pandas as pd
 import zstandard
 from .checks import DataError, listed
-from .dbn import check_records, dbn_frame, dbn_header, record_size
+from .dbn import check_records, dbn_frame, dbn_header, metadata_end, record_size
 
 # %% auto #0
 __all__ = ['COLUMNS', 'PRICES', 'ALIASES', 'DATA_NAMES', 'SAMPLE_SOURCE', 'tidy_bars', 'read_dbn', 'normalize_columns',
@@ -88,7 +88,7 @@ def _inflate(pieces, path) -> bytes:
             raise DataError(f"{path}: not a readable Parquet file (a run of {len(piece):,} zero bytes)")
         if kind == 'text': done = len(out)
         if kind == 'dbn' and not size:                                   # the header, once it is all there
-            end = 8 + struct.unpack_from('<I', out, 4)[0]
+            end = metadata_end(out)
             if end > _META_MAX: raise DataError(f"{path}: corrupt DBN metadata (it claims {end:,} bytes)")
             if len(out) < end: continue
             meta, start = dbn_header(bytes(out[:end]), path)

@@ -4,19 +4,17 @@
 
 # %% ../nbs/01d_data_config.ipynb #f494c8c6
 from __future__ import annotations
-from dataclasses import dataclass
 from fastcore.basics import patch
 import numpy as np, pandas as pd
-from .checks import SettingError, check_fields, check_ints, is_date, listed, one_of
+from .checks import Checked, SettingError, check_fields, is_date, listed, one_of
 from .features import CALENDAR, HAR_INPUTS, OBSERVED, TARGETS
 from .covariates import RESERVED
 
 # %% auto #0
-__all__ = ['PRESETS', 'SPLITS', 'DataConfig', 'check_data_config', 'split_dates', 'assign_splits']
+__all__ = ['PRESETS', 'SPLITS', 'DataConfig', 'split_dates', 'assign_splits']
 
 # %% ../nbs/01d_data_config.ipynb #01125cda
-@dataclass
-class DataConfig:
+class DataConfig(Checked):
     "How bars become windows: inputs, target, window sizes, splits and scaling."
     encoder_length: int = 60            # past bars the model sees (Te)
     horizon: int = 5                    # future bars to forecast (Td)
@@ -32,9 +30,8 @@ class DataConfig:
     test_frac: float = 0.15             # share of timestamps in test when test_start is None
 
     def __post_init__(self):
-        check_ints(self)
         self.observed, self.known, self.static = (_names(v) for v in (self.observed, self.known, self.static))
-        check_data_config(self)
+        super().__post_init__()
 
 # %% ../nbs/01d_data_config.ipynb #ff5425ca
 def _names(v) -> tuple:
@@ -42,7 +39,8 @@ def _names(v) -> tuple:
     return (v,) if isinstance(v, str) else tuple(v)
 
 # %% ../nbs/01d_data_config.ipynb #f03c7839
-def check_data_config(cfg: DataConfig):
+@patch
+def check(cfg: DataConfig):
     "Refuse settings of `cfg` that are out of range or contradict each other, naming the field and what it expects."
     past, scalings = OBSERVED + HAR_INPUTS + ('close',), ('zscore', 'minmax')
     names = cfg.observed + cfg.known + cfg.static

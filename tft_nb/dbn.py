@@ -13,8 +13,8 @@ import zstandard
 from .checks import DataError, listed
 
 # %% auto #0
-__all__ = ['OHLCV_RTYPES', 'TRADE_SCHEMAS', 'OHLCV_DTYPE', 'DBN_PRICES', 'dbn_header', 'record_size', 'check_records',
-           'dbn_frame', 'write_dbn']
+__all__ = ['OHLCV_RTYPES', 'TRADE_SCHEMAS', 'OHLCV_DTYPE', 'DBN_PRICES', 'metadata_end', 'dbn_header', 'record_size',
+           'check_records', 'dbn_frame', 'write_dbn']
 
 # %% ../nbs/01b_dbn.ipynb #f8b41159
 OHLCV_RTYPES = {0x11: 'ohlcv (v1 deprecated)', 0x20: 'ohlcv-1s', 0x21: 'ohlcv-1m', 0x22: 'ohlcv-1h',
@@ -23,6 +23,11 @@ TRADE_SCHEMAS = tuple(OHLCV_RTYPES[t] for t in range(0x20, 0x24))   # the bars a
 OHLCV_DTYPE = np.dtype(dbn.OHLCVMsg._dtypes)   # the 56-byte record of every DBN version
 DBN_PRICES = ['open', 'high', 'low', 'close']   # its price fields (int64, units of 1e-9), as the tidy frame names them
 
+# %% ../nbs/01b_dbn.ipynb #3a63d836
+def metadata_end(b: bytes) -> int:
+    "The offset where the metadata of DBN bytes `b` ends: the 8 header bytes, then the length they declare."
+    return 8 + struct.unpack_from('<I', b, 4)[0]
+
 # %% ../nbs/01b_dbn.ipynb #1410a0d9
 def dbn_header(b: bytes, path) -> tuple[dbn.Metadata, int]:
     "Decoded metadata of DBN bytes `b` and the offset of the first record."
@@ -30,7 +35,7 @@ def dbn_header(b: bytes, path) -> tuple[dbn.Metadata, int]:
         raise DataError(f"{path}: not a DBN file (expected the bytes 'DBN' at the start, found {b[:4]!r})")
     if len(b) < 8: raise DataError(f"{path}: truncated DBN header ({len(b)} bytes)")
     if b[3] not in (1, 2, 3): raise DataError(f"{path}: DBN version {b[3]} is not supported (expected 1, 2 or 3)")
-    end = 8 + struct.unpack_from('<I', b, 4)[0]
+    end = metadata_end(b)
     if end > len(b): raise DataError(f"{path}: truncated DBN metadata (needs {end} bytes, file has {len(b)})")
     try: meta = dbn.Metadata.decode(b[:end])
     except Exception as e: raise DataError(f"{path}: corrupt DBN metadata ({e})") from None

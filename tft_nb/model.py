@@ -13,18 +13,16 @@ import torch.nn.functional as F
 from torch import nn, Tensor
 from .features import HAR_LAGS
 from .windows import Batch, Windows
-from .checks import check_fields, check_ints
+from .checks import Checked, check_fields
 from .gating import GateAddNorm, GatedResidualNetwork
 from .selection import RealEmbedding, VariableSelectionNetwork, StaticContexts, StaticCovariateEncoder
 from .attention import InterpretableMultiHeadAttention, causal_mask
 
 # %% auto #0
-__all__ = ['TFTConfig', 'check_model_config', 'non_crossing', 'HARBase', 'quantile_steps', 'TFTOutput',
-           'TemporalFusionTransformer', 'start_at_har']
+__all__ = ['TFTConfig', 'non_crossing', 'HARBase', 'quantile_steps', 'TFTOutput', 'TemporalFusionTransformer', 'start_at_har']
 
 # %% ../nbs/06_model.ipynb #8ccfe83b
-@dataclass
-class TFTConfig:
+class TFTConfig(Checked):
     "Shape of a Temporal Fusion Transformer: data-derived sizes and architecture."
     encoder_vars: int = 6                      # Ve, real inputs per past step (observed incl. past target, and known)
     decoder_vars: int = 2                      # Vd, known-future real inputs per future step
@@ -41,13 +39,13 @@ class TFTConfig:
     har_base: bool = True                      # forecast around a linear HAR base of the past target (`HARBase`)
 
     def __post_init__(self):
-        check_ints(self)
         self.static_cardinalities = tuple(int(c) for c in self.static_cardinalities)
         self.quantiles = tuple(float(q) for q in self.quantiles)
-        check_model_config(self)
+        super().__post_init__()
 
 # %% ../nbs/06_model.ipynb #28892186
-def check_model_config(cfg: TFTConfig):
+@patch
+def check(cfg: TFTConfig):
     "Refuse settings of `cfg` that are out of range or contradict each other, naming the field and what it expects."
     q, heads, dv = cfg.quantiles, cfg.attention_heads, cfg.decoder_vars
     check_fields(cfg, [

@@ -11,7 +11,7 @@ import torch
 from torch import nn, Tensor
 from torch.optim.lr_scheduler import ReduceLROnPlateau
 from fastcore.basics import patch
-from .checks import Checked, UsageError, check_fields, check_ints, listed, one_of
+from .checks import Checked, UsageError, check_fields, listed, one_of
 from .windows import Batch
 from .gating import VariableLayerNorm
 from .selection import RealEmbedding
@@ -71,7 +71,6 @@ def check_stopping(patience: int, threshold: float):
 @patch
 def check(cfg: TrainConfig):
     "Refuse a `TrainConfig` setting that cannot be used, naming it."
-    check_ints(cfg)
     finite = lambda x, lo=0: lo <= x < math.inf
     check_fields(cfg, [
         ('epochs', cfg.epochs >= 1, '>= 1'),

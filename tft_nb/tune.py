@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import optuna
 from optuna.trial import TrialState
-from .checks import SettingError, check_fields, check_ints, listed
+from .checks import Checked, SettingError, check_fields, listed
 from .data_config import DataConfig
 from .model import TFTConfig
 from .train import TrainConfig
@@ -112,8 +112,7 @@ def check_space(space: dict, settings: dict):
                                               f"{e.spelt(s)}") from None
 
 # %% ../nbs/23_tune.ipynb #2c4db69a
-@dataclass
-class TuneConfig:
+class TuneConfig(Checked):
     "A search over the settings of tft_train with Optuna: the space, the trials, pruning, the study's storage."
     space: dict = field(default_factory=lambda: dict(DEFAULT_SPACE))  # setting: (low, high[, 'log']) or [choices]
     trials: int = 20               # trials the study finishes (pruned ones count; every worker's count)
@@ -127,7 +126,10 @@ class TuneConfig:
 
     def __post_init__(self):
         if isinstance(self.space, str): self.space = parse_space(self.space)
-        check_ints(self)
+        super().__post_init__()
+
+    def check(self):
+        "Refuse a setting that cannot be used, naming it."
         check_fields(self, [('trials', self.trials >= 1, '>= 1'), ('min_epochs', self.min_epochs >= 1, '>= 1'),
                             ('startup_trials', self.startup_trials >= 0, '>= 0'),
                             ('grace', self.grace >= 10, '>= 10 seconds'),
