@@ -15,7 +15,8 @@
 # Everything lands in $OUT as at most 8 files (the device tool's limit): log.txt (every step's output),
 # 19_training_run.ipynb, and run.tar.gz (the run's metrics.csv and JSON sidecars, the notebook's figures).
 # Device call: run(command="bash tools/gpu_check.sh", carry=[".whl"], timeout_s=590).
-# Locally (CPU, to check the script; SMALL skips the notebook and shrinks the benchmarks):
+# Locally (CPU, to check the script; SMALL skips the notebook and step 4, which reads its run, and shrinks the
+# benchmarks):
 #   NO_WHEELS=1 DEVICE=cpu SMALL=1 VARIANTS=eager,bf16 OUT=/tmp/gpu_out bash tools/gpu_check.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -69,7 +70,7 @@ print(f"tft_predict: {len(a)} forecasts; max |{dev} - cpu| = {float((a[q] - b[q]
       f"target range {float(b['actual'].min()):.3f}..{float(b['actual'].max()):.3f}")
 EOF
 }
-step predict_devices 60 bash -c "$(declare -f predict); predict $DEVICE"
+[ -z "${SMALL:-}" ] && step predict_devices 60 bash -c "$(declare -f predict); predict $DEVICE"   # the run of step 1
 step model_bench 90 python3 bench/step_bench.py model --devices "$DEVICE" --cuda-batches 32,256
 
 torchrun() {
