@@ -4,7 +4,11 @@
 # of value, each step under its own time limit and skipped when the budget ($BUDGET s, 560 by default) runs short:
 #   1. nbs/19_training_run.ipynb executed with its outputs saved (with CUDA: the full 50-epoch original configuration
 #      through tft_train, bf16 autocast, eager), its figures and metrics.csv;
-#   2. bench/step_bench.py speed on $DEVICE at the original configuration: eager fp32, bf16, compiled with CUDA graphs
+#      NOTEBOOK=0 skips it (a session whose notebook ran before);
+#   2. bench/graph_step_bench.py on $DEVICE at the original configuration, bf16: the whole training step captured as
+#      one CUDA graph (eager and compiled stages) against eager and fit's compiled stages as CUDA graphs, one round,
+#      with each variant's weights after 5 steps against eager's (issue 49, item 2; GRAPH_VARIANTS picks them);
+#   2b. bench/step_bench.py speed on $DEVICE at the original configuration: eager fp32, bf16, compiled with CUDA graphs
 #      in fp32 and bf16 (issue 27's levers on the GPU);
 #   3. tests/cuda_checks.py: CUDA graphs train like eager, keep every batch's forecasts, bf16 trains;
 #   4. tft_predict of the run's best checkpoint on $DEVICE and on the CPU: the largest difference of the forecasts;
@@ -17,7 +21,8 @@
 # Device call: run(command="bash tools/gpu_check.sh", carry=[".whl"], timeout_s=590).
 # Locally (CPU, to check the script; SMALL skips the notebook and step 4, which reads its run, and shrinks the
 # benchmarks):
-#   NO_WHEELS=1 DEVICE=cpu SMALL=1 VARIANTS=eager,bf16 OUT=/tmp/gpu_out bash tools/gpu_check.sh
+#   NO_WHEELS=1 DEVICE=cpu SMALL=1 VARIANTS=eager,bf16 GRAPH_VARIANTS=eager,whole OUT=/tmp/gpu_out \
+#     bash tools/gpu_check.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/gpu_out}; DEVICE=${DEVICE:-cuda}; BUDGET=${BUDGET:-560}; mkdir -p "$OUT"
@@ -42,19 +47,30 @@ step() {
   if [ "$left" -lt 30 ]; then echo "== $name: skipped, ${left} s of the budget left" | tee -a "$LOG"; return; fi
   local limit=$(( want < left ? want : left )) start=$SECONDS
   echo "== $name (limit ${limit} s, at ${SECONDS} s)" | tee -a "$LOG"
-  timeout "$limit" "$@" 2>&1 | tee -a "$LOG"
-  echo "== $name: exit ${PIPESTATUS[0]} after $(( SECONDS - start )) s" | tee -a "$LOG"
+  local tag="GPU_CHECK_STEP=$name.$$.$SECONDS" rc size
+  size=$(stat -c %s "$LOG")
+  env "$tag" timeout -k 20 "$limit" "$@" >>"$LOG" 2>&1   # to the file: a process left holding a pipe would hang tee
+  rc=$?
+  leftovers "$tag"
+  tail -c +$(( size + 1 )) "$LOG"                       # the step's output, on the console too
+  echo "== $name: exit $rc after $(( SECONDS - start )) s" | tee -a "$LOG"
 }
+# leftovers TAG: KILL every process whose environment holds TAG: what a step left running (timeout ends when its
+# command does, and a worker of nbdev_test's pool whose TERM a training run handled would go on alone)
+leftovers() { grep -lz -- "^$1\$" /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3 | xargs -r kill -KILL 2>/dev/null; }
 step env 60 python3 -c "import torch, pandas, numpy, fastcore, databento_dbn, tft_nb; from tft_nb.data import load_sample; load_sample()
 print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.is_available(), torch.cuda.get_device_name() if torch.cuda.is_available() else '-', '| pandas', pandas.__version__, '| numpy', numpy.__version__, '| cpus', __import__('os').cpu_count())"
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,driver_version --format=csv 2>&1 | tee -a "$LOG"
 
 notebook() { cd nbs && python3 -m execnb.shell --exc_stop 19_training_run.ipynb --dest "$OUT/19_training_run.ipynb"; }
-[ -z "${SMALL:-}" ] && step 19_training_run "${NB_TIMEOUT:-300}" bash -c "$(declare -f notebook); OUT=$OUT; notebook"
+[ -z "${SMALL:-}" ] && [ "${NOTEBOOK:-1}" != 0 ] && \
+  step 19_training_run "${NB_TIMEOUT:-300}" bash -c "$(declare -f notebook); OUT=$OUT; notebook"
 tar -czf "$OUT/run.tar.gz" nbs/runs/training_run/metrics.csv nbs/runs/training_run/*.json nbs/images 2>>"$LOG"
 
 if [ -n "${SMALL:-}" ]; then SIZE="--hidden 16 --heads 2 --lstm 1 --batch 32"; STEPS="--steps 5 --warm 2 --passes 1"
 else SIZE="--hidden 256 --heads 8 --lstm 2 --batch 32"; STEPS="--steps 100 --warm 5 --passes 3"; fi
+step graph_step 200 python3 bench/graph_step_bench.py --device "$DEVICE" --rounds 1 $SIZE --steps 100 --check 5 \
+  --variants "${GRAPH_VARIANTS:-eager,whole,graphs,whole-compiled}"
 step speed_bench 240 python3 bench/step_bench.py speed --device "$DEVICE" --rounds 1 --threads 4 $SIZE $STEPS \
   --variants "${VARIANTS:-eager,bf16,graphs,graphs-bf16}"
 [ "$DEVICE" = cuda ] && step cuda_checks 150 python3 -m pytest -q -n 0 tests/cuda_checks.py
