@@ -17,9 +17,10 @@ over `--steps` steps after `--warm` untimed ones (in which the compiled variants
 capture, with the warm-up steps before it, which compile `whole-compiled`) and the peak GPU memory; in the first round
 also, from the same weights and optimizer state, on the same batches and with dropout 0, the largest difference
 between its weights after `--check` steps and the eager ones (`max_dw`; the captured Adam is `capturable`, whose
-arithmetic differs from the other in the last bits). A variant that fails (a capture refused) prints its error and the
-others go on. The driver prints each run, then per variant the median and min-max, and the ratio to `eager` within
-each round.
+arithmetic differs from the other in the last bits; Adam's first steps move each weight by about the learning rate,
+1e-3, whatever its gradient's size, so a gradient near 0 whose sign the two paths' rounding flips leaves up to 2e-3 a
+step between them). A variant that fails (a capture refused) prints its error and the others go on. The driver prints
+each run, then per variant the median and min-max, and the ratio to `eager` within each round.
 On the CPU (`--device cpu`, to check the script) nothing is captured: `whole` calls its step function directly.
 Run: `python bench/graph_step_bench.py [--rounds 3] [--steps 100] [--variants eager,graphs,whole,whole-compiled]
 [--hidden 256 --heads 8 --lstm 2 --batch 32] [--fp32] [--device cuda]`"""
