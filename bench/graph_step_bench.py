@@ -6,10 +6,10 @@ configuration, hidden 256, 8 heads, 2 LSTM layers, batch 32, dropout 0.1) on the
 - `eager`: `train_step` (10_train) on the eager model, the fused Adam of `make_optimizer`;
 - `graphs`: `train_step` with the model's two stages compiled and replayed as CUDA graphs, what `fit` runs on CUDA
   (`compile_stages(model, cudagraphs=True)`, 24_accelerate); the LSTMs, the loss, the norm and Adam run between them;
-- `whole`: the eager model's whole step (forward, pinball loss, backward, gradient norm, clipping at 1.0, fused Adam
-  with `capturable=True`) captured once with `torch.cuda.graph` after three warm-up steps on a side stream, as
-  PyTorch's CUDA graphs notes capture a whole network; each batch is copied into the graph's input tensors and the
-  graph replayed;
+- `whole`: `train_step` itself on the eager model (forward, pinball loss, backward, gradient norm, clipping at 1.0,
+  `make_optimizer`'s fused Adam made `capturable`) captured once with `torch.cuda.graph` after three warm-up steps on
+  a side stream, as PyTorch's CUDA graphs notes capture a whole network; each batch is copied into the graph's input
+  tensors and the graph replayed;
 - `whole-compiled`: the same over the two stages compiled without CUDA graphs of their own.
 
 All train under bfloat16 autocast, as `fit` trains on CUDA (`--fp32`: without). A run prints its training samples/s
@@ -30,72 +30,40 @@ from pathlib import Path
 
 import torch
 
-from tft_nb.accelerate import compile_stages, fast_dropout, fold_embeddings, keep_freed_memory
-from tft_nb.evaluate import bf16_autocast
-from tft_nb.loss import quantile_loss
-from tft_nb.model import TFTConfig, TemporalFusionTransformer
-from tft_nb.train import grad_norm, make_optimizer, param_groups, train_step, TrainConfig
+from tft_nb.accelerate import compile_stages, keep_freed_memory
+from tft_nb.train import train_step
 from tft_nb.windows import Batch
 from peer_bench import spread                       # bench/ is on sys.path when a script there runs
-from step_bench import ORIGINAL, task_windows, train_batches
+from step_bench import ORIGINAL, build, task_windows, train_batches
 
 ROOT = Path(__file__).resolve().parents[1]
 VARIANTS = {'eager': (False, False), 'graphs': (True, False), 'whole': (False, True),   # (compiled, captured)
             'whole-compiled': (True, True)}
 
-def fresh(a: argparse.Namespace, data, dropout: float) -> TemporalFusionTransformer:
-    "The model of `a`'s sizes (seed 42) on `a.device`, with the CPU's dropout and the folded embeddings of `fit`."
-    torch.manual_seed(42)
-    cfg = TFTConfig(**data.spec.model_sizes(), hidden_size=a.hidden, attention_heads=a.heads, lstm_layers=a.lstm,
-                    dropout=dropout)
-    model = TemporalFusionTransformer(cfg).to(a.device)
-    fast_dropout(model)
-    return fold_embeddings(model)
-
 def prepared(a: argparse.Namespace, data, variant: str, dropout: float):
     "The model, optimizer and step function (of a batch) of `variant`; compiled graphs are made by the first steps."
     compiled, captured = VARIANTS[variant]
-    model, device, bf16 = fresh(a, data, dropout), torch.device(a.device), not a.fp32
+    model, state, _ = build(a, data, dropout=dropout)                   # `make_optimizer`'s fused Adam
+    device, bf16 = torch.device(a.device), not a.fp32
     if compiled: compile_stages(model, cudagraphs=device.type == 'cuda' and not captured)
-    if not captured:
-        opt = make_optimizer(model, TrainConfig(grad_clip=1.0))
-        return model, opt, lambda b: train_step(model, opt, [b], 1.0, bf16)
-    opt = torch.optim.Adam(param_groups(model, 0.0), lr=1e-3, fused=True, capturable=device.type == 'cuda')
-    return model, opt, whole_step(model, opt, data.train.batch(torch.arange(a.batch, device=device)), bf16)
+    if not captured: return model, state.opt, lambda b: train_step(model, state.opt, [b], 1.0, bf16)
+    for g in state.opt.param_groups: g['capturable'] = device.type == 'cuda'   # before its state is made
+    first = data.train.batch(torch.arange(a.batch, device=device))
+    return model, state.opt, whole_step(lambda b: train_step(model, state.opt, [b], 1.0, bf16), first)
 
-def whole_step(model, opt, first: Batch, bf16: bool):
-    "A step function over batches of `first`'s shapes: the whole training step, captured once as a CUDA graph."
-    static, q = Batch(*(t.clone() for t in first)), model.config.quantiles
-    params = [p for g in opt.param_groups for p in g['params']]
-    device = first.target.device
-    def body():
-        with bf16_autocast(device, bf16): pred = model(static).quantiles
-        loss = quantile_loss(pred.float(), static.target, q)
-        loss.backward()
-        norm = grad_norm(params)
-        torch.nn.utils.clip_grads_with_norm_(params, 1.0, norm)
-        opt.step()
-        return loss.detach(), norm
-    def load(b: Batch):
-        for s, t in zip(static, b): s.copy_(t, non_blocking=True)
-    if device.type != 'cuda':                      # the CPU: the same function, called directly
-        def step(b):
-            load(b)
-            opt.zero_grad(set_to_none=True)
-            return body()
-        return step
+def whole_step(train, first: Batch):
+    "`train` (a function of a batch) over batches of `first`'s shapes, captured once as a CUDA graph (not on the CPU)."
+    if first.target.device.type != 'cuda': return train
+    static = Batch(*(t.clone() for t in first))
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):                  # warm-up: lazy state (Adam's, cuDNN's) made outside the capture
-        for _ in range(3):
-            opt.zero_grad(set_to_none=True)
-            body()
+        for _ in range(3): train(static)
     torch.cuda.current_stream().wait_stream(side)
     graph = torch.cuda.CUDAGraph()
-    opt.zero_grad(set_to_none=True)                # the backward then writes .grad in the graph's memory pool
-    with torch.cuda.graph(graph): out = body()
-    def step(b):
-        load(b)
+    with torch.cuda.graph(graph): out = train(static)   # its `zero_grad` first: .grad is made in the graph's pool
+    def step(b: Batch):
+        for s, t in zip(static, b): s.copy_(t, non_blocking=True)
         graph.replay()
         return out
     return step
@@ -128,7 +96,7 @@ def distance(a: argparse.Namespace, data, batches: list) -> float:
         model, opt, step = prepared(a, data, variant, 0.0)
         if VARIANTS[variant][1]:                   # undo the capture's warm-up steps in place (the graph's memory)
             with torch.no_grad():
-                for p, p0 in zip(model.parameters(), fresh(a, data, 0.0).parameters()): p.copy_(p0)
+                for p, p0 in zip(model.parameters(), build(a, data, dropout=0.0)[0].parameters()): p.copy_(p0)
                 for t in (t for s in opt.state.values() for t in s.values() if torch.is_tensor(t)): t.zero_()
         for b in batches: step(b)
         weights.append({k: v.float() for k, v in model.state_dict().items()})

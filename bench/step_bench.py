@@ -124,12 +124,12 @@ def _state_module(pkg: str):
     except ModuleNotFoundError: return importlib.import_module(f'{pkg}.train')
 
 def build(a: argparse.Namespace, data, pkg: str = 'tft_nb', weights: dict | None = None, compiled: bool = False,
-          graphs: bool = False, bf16: bool = False):
+          graphs: bool = False, bf16: bool = False, dropout: float = 0.1):
     "`pkg`'s model of `a`'s sizes on `a.device` (with `weights` when given), its training state, compile seconds."
     m, t = (importlib.import_module(f'{pkg}.{n}') for n in ('model', 'train'))
     torch.manual_seed(42)
     model = m.TemporalFusionTransformer(m.TFTConfig(**data.spec.model_sizes(), hidden_size=a.hidden,
-                                                    attention_heads=a.heads, lstm_layers=a.lstm, dropout=0.1))
+                                                    attention_heads=a.heads, lstm_layers=a.lstm, dropout=dropout))
     model = model.to(a.device)
     if weights is not None: model.load_state_dict(weights)
     if hasattr(acc := _accelerate(pkg), 'fast_dropout'): acc.fast_dropout(model)   # as `fit` does (24_accelerate)
