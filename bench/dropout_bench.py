@@ -10,8 +10,12 @@ Prints, side by side in one run on the CPU:
   3. the time of a training step (zero_grad, forward, pinball loss, backward, fused Adam), batch 32, of the
      smoke-run model (hidden 16, 2 heads) and of the default model (hidden 256, 8 heads), each built with
      `nn.Dropout` and with `tft_nb.accelerate.FastDropout`, the two steps alternating so that machine noise hits both
-     alike.
-Usage: python bench/dropout_bench.py [--steps N] [--default-steps N]
+     alike (`fast_dropout` also makes the LSTMs `FastLSTM`s);
+  4. forward + backward of the default model's encoder LSTM (2 layers, hidden 256, dropout 0.1 between them) on the
+     encoder's (32, 60, 256) input, `nn.LSTM` against `tft_nb.accelerate.FastLSTM` (the same weights), alternating,
+     in float32 and under bfloat16 autocast (what the CPU's default path runs where bf16 is native), with the median
+     and min-max over rounds of the ratio FastLSTM / nn.LSTM.
+Usage: python bench/dropout_bench.py [--steps N] [--default-steps N] [--lstm-rounds N]
 """
 import argparse, statistics, time
 import torch, torch.nn.functional as F
@@ -51,7 +55,30 @@ def compare_steps(H, heads, steps):
           + ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in med.items())
           + f"; saving {100 * (1 - med['tft_nb Dropout'] / med['nn.Dropout']):.1f}%")
 
-def main(steps=40, default_steps=8):
+def compare_lstm(rounds, reps=10):
+    "Forward + backward of the encoder LSTM, `nn.LSTM` against `FastLSTM`, alternating blocks of `reps` calls."
+    torch.manual_seed(0)
+    fused = nn.LSTM(256, 256, 2, batch_first=True, dropout=0.1)
+    fast = G.FastLSTM(256, 256, 2, batch_first=True, dropout=0.1)
+    fast.load_state_dict(fused.state_dict())
+    x, hx = torch.randn(32, 60, 256, requires_grad=True), (torch.zeros(2, 32, 256), torch.zeros(2, 32, 256))
+    for bf16 in (False, True):
+        def call(m):
+            with torch.autocast('cpu', torch.bfloat16, enabled=bf16): out, _ = m(x, hx)
+            out.float().sum().backward()
+        ts, order = {'nn.LSTM': [], 'FastLSTM': []}, [('nn.LSTM', fused), ('FastLSTM', fast)]
+        for r in range(rounds + 1):                                     # round 0 warms up, untimed
+            for k, m in (order if r % 2 else order[::-1]):
+                t0 = time.perf_counter()
+                for _ in range(reps): call(m)
+                if r: ts[k].append((time.perf_counter() - t0) / reps)
+        ratios = [b / a for a, b in zip(ts['nn.LSTM'], ts['FastLSTM'])]
+        print(f"encoder LSTM forward+backward, {'bf16 autocast' if bf16 else 'float32'} ({rounds} rounds of {reps}): "
+              + ", ".join(f"{k} {statistics.median(v) * 1e3:.2f} ms" for k, v in ts.items())
+              + f"; FastLSTM / nn.LSTM median {statistics.median(ratios):.3f}, min-max {min(ratios):.3f}-"
+              + f"{max(ratios):.3f}")
+
+def main(steps=40, default_steps=8, lstm_rounds=7):
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, CPU")
     for H in (16, 256):
         x = torch.randn(32, 60, 6, H)
@@ -66,9 +93,11 @@ def main(steps=40, default_steps=8):
               f"({a / b:.2f}x)")
     compare_steps(16, 2, steps)
     compare_steps(256, 8, default_steps)
+    compare_lstm(lstm_rounds)
 
 if __name__ == '__main__':
     ap = argparse.ArgumentParser()
     ap.add_argument('--steps', type=int, default=40)
     ap.add_argument('--default-steps', type=int, default=8)
+    ap.add_argument('--lstm-rounds', type=int, default=7)
     main(**vars(ap.parse_args()))

@@ -3,7 +3,7 @@ mode whatever the batch size. Inductor's C++ compiling takes minutes on two core
 `aot_eager` backend: the same graph capture (Dynamo, fullgraph, the hashed dropout, AOT autograd) without code
 generation, except for the hashed dropout's mask, compiled with inductor once; the speed of the inductor backend is
 `bench/`'s business."""
-import logging
+import contextlib, logging
 from unittest import mock
 import pytest, torch
 from tft_nb.data import load_sample
@@ -38,17 +38,24 @@ def train(data, tmp_path, compiled: bool, caplog):
     return model, out.history, caplog.text
 
 
+@contextlib.contextmanager
+def hashed_dropout():
+    "Every CPU dropout hashed, as in compiled code: in an eager model, and between the LSTMs' layers (run eagerly)."
+    with mock.patch.object(accelerate, 'PACKED_MIN', 0), mock.patch.object(accelerate, 'packed_dropout',
+                                                                           accelerate.hashed_dropout):
+        yield
+
+
 def test_compiled_training_is_the_eager_training(data, tmp_path, caplog):
     assert len(data.train) % 96 and len(data.val) % 256, 'the test needs short last batches'
     torch._dynamo.reset()
     aot = lambda model, **kw: COMPILE(model, backend='aot_eager', **kw)
-    with mock.patch.object(accelerate, 'compile_stages', aot):
+    with mock.patch.object(accelerate, 'compile_stages', aot), hashed_dropout():
         torch._dynamo.utils.counters.clear()
         compiled, h1, log = train(data, tmp_path / 'compiled', True, caplog)
         graphs = torch._dynamo.utils.counters['stats']['unique_graphs']
-    hashed = mock.patch.object(accelerate, 'packed_dropout', accelerate.hashed_dropout)
-    with mock.patch.object(accelerate, 'PACKED_MIN', 0), hashed:
-        eager, h0, log0 = train(data, tmp_path / 'eager', False, caplog)   # eager dropout as the compiled model's
+    with hashed_dropout():
+        eager, h0, log0 = train(data, tmp_path / 'eager', False, caplog)
     assert 'torch.compile: the training and evaluation graphs compiled in' in log
     assert 'torch.compile' not in log0
     assert graphs == 4, f'{graphs} graphs: two stages, training and evaluation, and no recompiles for other sizes'

@@ -23,11 +23,11 @@ from torch._inductor.runtime.cache_dir_utils import cache_dir
 from .processes import ALONE, Processes
 
 # %% auto #0
-__all__ = ['PACKED_MIN', 'M_TRIM_THRESHOLD', 'M_MMAP_THRESHOLD', 'MMAP_MAX', 'COMPILE_FLOPS', 'CACHED_FLOPS', 'BF16_HIDDEN',
-           'COMPILED_BEFORE', 'keep_mask', 'packed_dropout', 'hashed_keep', 'hashed_dropout', 'dropout', 'FastDropout',
-           'fast_dropout', 'folded_selection', 'folded_select_inputs', 'fold_embeddings', 'compile_stages',
-           'keep_freed_memory', 'release_freed_memory', 'pass_sizes', 'warm_up', 'compiles', 'window_flops',
-           'native_bf16', 'autocasts', 'compiled_key', 'compiled_before', 'note_compiled', 'accelerate']
+__all__ = ['PACKED_MIN', 'FAST', 'M_TRIM_THRESHOLD', 'M_MMAP_THRESHOLD', 'MMAP_MAX', 'COMPILE_FLOPS', 'CACHED_FLOPS',
+           'BF16_HIDDEN', 'COMPILED_BEFORE', 'keep_mask', 'packed_dropout', 'hashed_keep', 'hashed_dropout', 'dropout',
+           'FastDropout', 'FastLSTM', 'fast_dropout', 'folded_selection', 'folded_select_inputs', 'fold_embeddings',
+           'compile_stages', 'keep_freed_memory', 'release_freed_memory', 'pass_sizes', 'warm_up', 'compiles',
+           'window_flops', 'native_bf16', 'autocasts', 'compiled_key', 'compiled_before', 'note_compiled', 'accelerate']
 
 # %% ../nbs/24_accelerate.ipynb #0433ada6
 @torch.library.custom_op('tft_nb::keep_mask', mutates_args=())
@@ -95,11 +95,35 @@ class FastDropout(nn.Dropout):
     "`nn.Dropout` that calls `dropout`."
     def forward(self, x:Tensor) -> Tensor: return dropout(x, self.p, self.training)
 
+# %% ../nbs/24_accelerate.ipynb #35b4ebae
+class FastLSTM(nn.LSTM):
+    "`nn.LSTM` that, in training on the CPU, runs one layer a call and `dropout` between them."
+    def layered(self, x:Tensor, hx:tuple[Tensor, Tensor]|None) -> bool:
+        "Whether this call goes layer by layer: training with dropout between layers, on the CPU, a state given."
+        between = self.training and self.dropout > 0 and self.num_layers > 1
+        plain = not self.bidirectional and self.proj_size == 0 and x.dim() == 3 and hx is not None
+        return between and plain and x.device.type == 'cpu'
+
+    def forward(self, x:Tensor, hx:tuple[Tensor, Tensor]|None=None):
+        if not self.layered(x, hx): return super().forward(x, hx)
+        n = len(self._flat_weights) // self.num_layers                      # a layer's weights and biases
+        states = []
+        for l in range(self.num_layers):
+            if l: x = dropout(x, self.dropout)
+            x, *state = torch.lstm(x, tuple(s[l:l + 1] for s in hx), self._flat_weights[l * n:(l + 1) * n],
+                                   has_biases=self.bias, num_layers=1, dropout=0.0, train=True, bidirectional=False,
+                                   batch_first=self.batch_first)
+            states.append(state)
+        h, c = (torch.cat(s) for s in zip(*states))
+        return x, (h, c)
+
 # %% ../nbs/24_accelerate.ipynb #7e3feb32
+FAST = {nn.Dropout: FastDropout, nn.LSTM: FastLSTM}   # PyTorch's module: the one that calls `dropout`
+
 def fast_dropout(model: nn.Module) -> int:
-    "Make every `nn.Dropout` of `model` a `FastDropout` (same rate); how many it changed."
-    found = [m for m in model.modules() if type(m) is nn.Dropout]
-    for m in found: m.__class__ = FastDropout
+    "Make every `nn.Dropout` of `model` a `FastDropout` and every `nn.LSTM` a `FastLSTM` (same rates); how many."
+    found = [m for m in model.modules() if type(m) in FAST]
+    for m in found: m.__class__ = FAST[type(m)]
     return len(found)
 
 # %% ../nbs/24_accelerate.ipynb #51968b35
