@@ -101,8 +101,8 @@ class FastLSTM(nn.LSTM):
     def layered(self, x:Tensor, hx:tuple[Tensor, Tensor]|None) -> bool:
         "Whether this call goes layer by layer: training with dropout between layers, on the CPU, a state given."
         between = self.training and self.dropout > 0 and self.num_layers > 1
-        plain = not self.bidirectional and self.proj_size == 0 and x.dim() == 3 and hx is not None
-        return between and plain and x.device.type == 'cpu'
+        plain = not self.bidirectional and self.proj_size == 0 and hx is not None
+        return between and plain and isinstance(x, Tensor) and x.dim() == 3 and x.device.type == 'cpu'
 
     def forward(self, x:Tensor, hx:tuple[Tensor, Tensor]|None=None):
         if not self.layered(x, hx): return super().forward(x, hx)
