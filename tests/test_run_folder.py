@@ -124,7 +124,7 @@ FULL_DISK = textwrap.dedent('''
     from tft_nb.cli import main_train
     real = files._write_temp
     def disk_full(path, data):
-        print('writing', Path(path).name, flush=True)
+        print('writing', path, flush=True)
         if Path(path).name == 'tft_last.safetensors': raise OSError(errno.ENOSPC, 'No space left on device', str(path))
         return real(path, data)
     files._write_temp = disk_full
@@ -144,7 +144,8 @@ def test_overwrite_on_a_full_disk_keeps_the_earlier_run(one_run, tmp_path):
                    '--overwrite'], env=ENV)
     assert r.returncode == 2, r.stderr[-3000:]
     assert _lines(r)[-1] == f'tft_train: error: {ck}/tft_last.safetensors: No space left on device', r.stderr[-3000:]
-    written = [ln.split()[1] for ln in r.stdout.splitlines() if ln.startswith('writing ')]
+    paths = [Path(ln.split(maxsplit=1)[1]) for ln in r.stdout.splitlines() if ln.startswith('writing ')]
+    written = [p.name for p in paths if p.parent == ck]                 # the run's, not the speed layer's record
     assert written[:2] == ['tft_epoch_001.safetensors', 'tft_epoch_001.train.safetensors'], written   # the new files..
     assert _tree(ck) == before                                          # ...and the earlier run is untouched
 

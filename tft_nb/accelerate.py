@@ -24,10 +24,11 @@ from .processes import ALONE, Processes
 
 # %% auto #0
 __all__ = ['PACKED_MIN', 'FAST', 'M_TRIM_THRESHOLD', 'M_MMAP_THRESHOLD', 'MMAP_MAX', 'COMPILE_FLOPS', 'CACHED_FLOPS',
-           'BF16_HIDDEN', 'COMPILED_BEFORE', 'keep_mask', 'packed_dropout', 'hashed_keep', 'hashed_dropout', 'dropout',
-           'FastDropout', 'FastLSTM', 'fast_dropout', 'folded_selection', 'folded_select_inputs', 'fold_embeddings',
-           'compile_stages', 'keep_freed_memory', 'release_freed_memory', 'pass_sizes', 'warm_up', 'compiles',
-           'window_flops', 'native_bf16', 'autocasts', 'compiled_key', 'compiled_before', 'note_compiled', 'accelerate']
+           'BF16_HIDDEN', 'COMPILED_BEFORE', 'EAGER_BEFORE', 'keep_mask', 'packed_dropout', 'hashed_keep',
+           'hashed_dropout', 'dropout', 'FastDropout', 'FastLSTM', 'fast_dropout', 'folded_selection',
+           'folded_select_inputs', 'fold_embeddings', 'compile_stages', 'keep_freed_memory', 'release_freed_memory',
+           'pass_sizes', 'warm_up', 'compiles', 'window_flops', 'native_bf16', 'autocasts', 'compiled_key',
+           'compiled_before', 'note_compiled', 'eager_before', 'note_eager', 'accelerate']
 
 # %% ../nbs/24_accelerate.ipynb #0433ada6
 @torch.library.custom_op('tft_nb::keep_mask', mutates_args=())
@@ -256,10 +257,11 @@ COMPILE_FLOPS = 1e13   # training FLOPs a run plans from which a compile from a 
 CACHED_FLOPS = 1e12    # the same from inductor's cache (this machine compiled the model before)
 BF16_HIDDEN = 128      # on a CPU with native bfloat16, the hidden size from which autocast pays
 
-def compiles(cfg: TrainConfig, planned: float, cached: bool = False) -> bool:
-    "Whether a run compiles: `cfg.compile` if said, else whether the FLOPs it plans earn the compile back."
+def compiles(cfg: TrainConfig, planned: float, cached: bool = False, before: float = 0.0) -> bool:
+    "Whether a run compiles: `cfg.compile` if said, else whether its FLOPs (and the eager runs' `before`) earn it back."
     if cfg.compile is not None: return cfg.compile
-    return planned >= (CACHED_FLOPS if cached else COMPILE_FLOPS)
+    if cached: return planned >= CACHED_FLOPS
+    return planned >= CACHED_FLOPS and planned + before >= COMPILE_FLOPS   # a model in use: the runs after it gain
 
 # %% ../nbs/24_accelerate.ipynb #3b5df719
 def window_flops(model: TemporalFusionTransformer, windows: Windows) -> float:
@@ -283,6 +285,7 @@ def autocasts(cfg: TrainConfig, model: TemporalFusionTransformer, device: torch.
 
 # %% ../nbs/24_accelerate.ipynb #ee716eb2
 COMPILED_BEFORE = 'tft_nb_compiled.json'   # beside inductor's cache: the keys of the models compiled there
+EAGER_BEFORE = 'tft_nb_eager.json'         # and the training FLOPs that eager runs of each model planned
 
 def compiled_key(model: TemporalFusionTransformer, device: torch.device, autocast: bool) -> str:
     "What names a model's compiled graphs: its sizes, the device's kind, autocast, and torch's and tft_nb's versions."
@@ -291,26 +294,44 @@ def compiled_key(model: TemporalFusionTransformer, device: torch.device, autocas
     return hashlib.sha256(json.dumps(said, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 # %% ../nbs/24_accelerate.ipynb #3a306d6f
-def compiled_before(folder: str | Path | None = None) -> set[str]:
-    "The keys of the models compiled in inductor's cache `folder` (by default its own)."
-    path = Path(folder or cache_dir()) / COMPILED_BEFORE
-    try: seen = json.loads(path.read_text())
-    except (OSError, ValueError): return set()                       # none yet, or unreadable: as if none
-    return set(seen) if isinstance(seen, list) else set()
+def _record(name: str, folder: str | Path | None, kind: type) -> list | dict:
+    "The record `name` in inductor's cache `folder` (by default its own), if it holds a `kind`; else an empty one."
+    try: seen = json.loads((Path(folder or cache_dir()) / name).read_text())
+    except (OSError, ValueError): return kind()                      # none yet, or unreadable: as if none
+    return seen if isinstance(seen, kind) else kind()
 
-def note_compiled(key: str, folder: str | Path | None = None):
-    "Add `key` to the models compiled in inductor's cache `folder`; a cache that cannot be written is left alone."
-    path = Path(folder or cache_dir()) / COMPILED_BEFORE
-    try: atomic_write(path, json.dumps(sorted(compiled_before(path.parent) | {key})).encode())
+def _write_record(name: str, folder: str | Path | None, seen: list | dict):
+    "Write the record `name` in inductor's cache `folder`; a cache that cannot be written is left alone."
+    try: atomic_write(Path(folder or cache_dir()) / name, json.dumps(seen, sort_keys=True).encode())
     except OSError: pass                                              # a read-only cache: the next run compiles cold
 
+def compiled_before(folder: str | Path | None = None) -> set[str]:
+    "The keys of the models compiled in inductor's cache `folder` (by default its own)."
+    return set(_record(COMPILED_BEFORE, folder, list))
+
+def note_compiled(key: str, folder: str | Path | None = None):
+    "Add `key` to the models compiled in inductor's cache `folder`."
+    _write_record(COMPILED_BEFORE, folder, sorted(compiled_before(folder) | {key}))
+
+# %% ../nbs/24_accelerate.ipynb #aede5194
+def eager_before(key: str, folder: str | Path | None = None) -> float:
+    "The training FLOPs that eager runs of the model `key` planned beside inductor's cache `folder`."
+    flops = _record(EAGER_BEFORE, folder, dict).get(key, 0.0)
+    return float(flops) if isinstance(flops, (int, float)) else 0.0
+
+def note_eager(key: str, planned: float, folder: str | Path | None = None):
+    "Add an eager run's `planned` FLOPs to the model `key`'s, beside inductor's cache `folder`."
+    seen = _record(EAGER_BEFORE, folder, dict)
+    _write_record(EAGER_BEFORE, folder, seen | {key: eager_before(key, folder) + planned})
+
 # %% ../nbs/24_accelerate.ipynb #3751f6b8
-def _said_why(compiled: bool, planned: float, cached: bool) -> str:
+def _said_why(compiled: bool, planned: float, cached: bool, before: float = 0.0) -> str:
     "The log's line for the layer's own choice of compiling."
     need, kind = (CACHED_FLOPS, 'cached') if cached else (COMPILE_FLOPS, 'first')
     verdict, flip = ('compiling', 'compile=False turns it off') if compiled else ('eager', 'compile=True forces it')
-    return (f"Speed: {verdict} (the run plans {planned:.2g} training FLOPs; a {kind} compile pays from {need:.0g}; "
-            f"{flip})")
+    counted = f", {planned + before:.2g} with the model's eager runs before it" if before and not cached else ''
+    return (f"Speed: {verdict} (the run plans {planned:.2g} training FLOPs{counted}; a {kind} compile pays from "
+            f"{need:.0g}; {flip})")
 
 # %% ../nbs/24_accelerate.ipynb #ae180808
 def accelerate(model: TemporalFusionTransformer, data: WindowData, cfg: TrainConfig, device: torch.device,
@@ -323,10 +344,11 @@ def accelerate(model: TemporalFusionTransformer, data: WindowData, cfg: TrainCon
     autocast = autocasts(cfg, model, device)
     key, compiled = compiled_key(model, device, autocast), cfg.compile
     if compiled is None:                                             # the layer's choice: count, and look it up
-        cached = world.gather(key in compiled_before())[0]           # every process as the first one reads it
+        cached, before = world.gather((key in compiled_before(), eager_before(key)))[0]   # as the first reads them
         planned = cfg.epochs * world.share(len(data.train)) * window_flops(model, data.train)
-        compiled = compiles(cfg, planned, cached)
-        log.info(_said_why(compiled, planned, cached))
+        compiled = compiles(cfg, planned, cached, before)
+        log.info(_said_why(compiled, planned, cached, before))
+        if world.main and not compiled: note_eager(key, planned)
     settled = dataclasses.replace(cfg, compile=compiled, **({'cpu_bf16': autocast} if device.type == 'cpu' else {}))
     if not compiled: return settled
     compile_stages(model, cudagraphs=device.type == 'cuda')
