@@ -303,7 +303,7 @@ def _record(name: str, folder: str | Path | None, kind: type) -> list | dict:
 def _write_record(name: str, folder: str | Path | None, seen: list | dict):
     "Write the record `name` in inductor's cache `folder`; a cache that cannot be written is left alone."
     try: atomic_write(Path(folder or cache_dir()) / name, json.dumps(seen, sort_keys=True).encode())
-    except OSError: pass                                              # a read-only cache: the next run compiles cold
+    except OSError: pass                                              # a read-only cache: nothing noted
 
 def compiled_before(folder: str | Path | None = None) -> set[str]:
     "The keys of the models compiled in inductor's cache `folder` (by default its own)."
