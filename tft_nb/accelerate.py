@@ -107,6 +107,8 @@ class FastLSTM(nn.LSTM):
 
     def forward(self, x:Tensor, hx:tuple[Tensor, Tensor]|None=None):
         if not self.layered(x, hx): return super().forward(x, hx)
+        self._update_flat_weights()                                         # as nn.LSTM's forward begins
+        self.check_forward_args(x, hx, None)                                # and checks the state's sizes
         n = len(self._flat_weights) // self.num_layers                      # a layer's weights and biases
         states = []
         for l in range(self.num_layers):
@@ -307,7 +309,7 @@ def _write_record(name: str, folder: str | Path | None, seen: list | dict):
 
 def compiled_before(folder: str | Path | None = None) -> set[str]:
     "The keys of the models compiled in inductor's cache `folder` (by default its own)."
-    return set(_record(COMPILED_BEFORE, folder, list))
+    return {k for k in _record(COMPILED_BEFORE, folder, list) if isinstance(k, str)}   # anything else: as if none
 
 def note_compiled(key: str, folder: str | Path | None = None):
     "Add `key` to the models compiled in inductor's cache `folder`."
@@ -317,7 +319,9 @@ def note_compiled(key: str, folder: str | Path | None = None):
 def eager_before(key: str, folder: str | Path | None = None) -> float:
     "The training FLOPs that eager runs of the model `key` planned beside inductor's cache `folder`."
     flops = _record(EAGER_BEFORE, folder, dict).get(key, 0.0)
-    return float(flops) if isinstance(flops, (int, float)) else 0.0
+    try: flops = float(flops)
+    except (TypeError, ValueError, OverflowError): return 0.0              # not a number: as if none
+    return flops if 0 <= flops < math.inf else 0.0
 
 def note_eager(key: str, planned: float, folder: str | Path | None = None):
     "Add an eager run's `planned` FLOPs to the model `key`'s, beside inductor's cache `folder`."
@@ -329,9 +333,11 @@ def _said_why(compiled: bool, planned: float, cached: bool, before: float = 0.0)
     "The log's line for the layer's own choice of compiling."
     need, kind = (CACHED_FLOPS, 'cached') if cached else (COMPILE_FLOPS, 'first')
     verdict, flip = ('compiling', 'compile=False turns it off') if compiled else ('eager', 'compile=True forces it')
-    counted = f", {planned + before:.2g} with the model's eager runs before it" if before and not cached else ''
-    return (f"Speed: {verdict} (the run plans {planned:.2g} training FLOPs{counted}; a {kind} compile pays from "
-            f"{need:.0g}; {flip})")
+    counted = before and not cached
+    total = f", {planned + before:.2g} with the model's eager runs before it" if counted else ''
+    own = f" with {CACHED_FLOPS:.0g} of its own" if counted else ''
+    return (f"Speed: {verdict} (the run plans {planned:.2g} training FLOPs{total}; a {kind} compile pays from "
+            f"{need:.0g}{own}; {flip})")
 
 # %% ../nbs/24_accelerate.ipynb #ae180808
 def accelerate(model: TemporalFusionTransformer, data: WindowData, cfg: TrainConfig, device: torch.device,
@@ -346,7 +352,7 @@ def accelerate(model: TemporalFusionTransformer, data: WindowData, cfg: TrainCon
     if compiled is None:                                             # the layer's choice: count, and look it up
         cached, before = world.gather((key in compiled_before(), eager_before(key)))[0]   # as the first reads them
         planned = cfg.epochs * world.share(len(data.train)) * window_flops(model, data.train)
-        compiled = compiles(cfg, planned, cached, before)
+        compiled = world.gather(compiles(cfg, planned, cached, before))[0]   # shares differ by a window: one choice
         log.info(_said_why(compiled, planned, cached, before))
         if world.main and not compiled: note_eager(key, planned)
     settled = dataclasses.replace(cfg, compile=compiled, **({'cpu_bf16': autocast} if device.type == 'cpu' else {}))
