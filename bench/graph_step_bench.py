@@ -34,7 +34,7 @@ from tft_nb.accelerate import compile_stages, keep_freed_memory
 from tft_nb.train import train_step
 from tft_nb.windows import Batch
 from peer_bench import spread                       # bench/ is on sys.path when a script there runs
-from step_bench import ORIGINAL, build, task_windows, train_batches
+from step_bench import ORIGINAL, build, synchronizer, task_windows, train_batches
 
 ROOT = Path(__file__).resolve().parents[1]
 VARIANTS = {'eager': (False, False), 'graphs': (True, False), 'whole': (False, True),   # (compiled, captured)
@@ -72,7 +72,7 @@ def one(a: argparse.Namespace) -> dict:
     "One variant's run: training samples/s, set-up seconds, peak GPU MiB, and its weights' distance from eager's."
     if a.device == 'cpu': keep_freed_memory()
     device = torch.device(a.device)
-    sync = torch.cuda.synchronize if device.type == 'cuda' else (lambda: None)
+    sync = synchronizer(device)
     data = task_windows(a.device)
     batches = train_batches(data, a.batch, a.warm + a.steps)
     t0 = time.perf_counter()

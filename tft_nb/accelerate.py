@@ -316,17 +316,20 @@ def note_compiled(key: str, folder: str | Path | None = None):
     _write_record(COMPILED_BEFORE, folder, sorted(compiled_before(folder) | {key}))
 
 # %% ../nbs/24_accelerate.ipynb #aede5194
+def _flops(v) -> float:
+    "`v` read as a count of FLOPs: a finite number of at least 0; anything else (none, damaged) as 0."
+    try: v = float(v)
+    except (TypeError, ValueError, OverflowError): return 0.0
+    return v if 0 <= v < math.inf else 0.0
+
 def eager_before(key: str, folder: str | Path | None = None) -> float:
     "The training FLOPs that eager runs of the model `key` planned beside inductor's cache `folder`."
-    flops = _record(EAGER_BEFORE, folder, dict).get(key, 0.0)
-    try: flops = float(flops)
-    except (TypeError, ValueError, OverflowError): return 0.0              # not a number: as if none
-    return flops if 0 <= flops < math.inf else 0.0
+    return _flops(_record(EAGER_BEFORE, folder, dict).get(key))
 
 def note_eager(key: str, planned: float, folder: str | Path | None = None):
     "Add an eager run's `planned` FLOPs to the model `key`'s, beside inductor's cache `folder`."
     seen = _record(EAGER_BEFORE, folder, dict)
-    _write_record(EAGER_BEFORE, folder, seen | {key: eager_before(key, folder) + planned})
+    _write_record(EAGER_BEFORE, folder, seen | {key: _flops(seen.get(key)) + planned})
 
 # %% ../nbs/24_accelerate.ipynb #3751f6b8
 def _said_why(compiled: bool, planned: float, cached: bool, before: float = 0.0) -> str:

@@ -56,7 +56,7 @@ class TrainConfig(Checked):
     device: str = 'auto'                     # auto (CUDA if available), cpu or cuda
     bf16: bool = True                        # bfloat16 autocast on CUDA (ignored on the CPU)
     cpu_bf16: bool | None = None             # bfloat16 autocast on the CPU (default: large models on native-bf16 CPUs)
-    compile: bool | None = None              # torch.compile the model (default: when the run's length pays for it)
+    compile: bool | None = None              # torch.compile the model (default: when the work planned pays for it)
     verbose: bool = False                    # log every step's loss and gradient norm
     overwrite: bool = False                  # a fresh run may replace an earlier run's files in checkpoint_dir
 
