@@ -56,7 +56,7 @@ def compare_steps(H, heads, steps):
           + f"; saving {100 * (1 - med['tft_nb Dropout'] / med['nn.Dropout']):.1f}%")
 
 def compare_lstm(rounds, reps=10):
-    "Forward + backward of the encoder LSTM, `nn.LSTM` against `FastLSTM`, alternating blocks of `reps` calls."
+    "Forward + backward of the encoder LSTM, `nn.LSTM` against `FastLSTM`: alternating, the median of `reps` calls."
     torch.manual_seed(0)
     fused = nn.LSTM(256, 256, 2, batch_first=True, dropout=0.1)
     fast = G.FastLSTM(256, 256, 2, batch_first=True, dropout=0.1)
@@ -69,9 +69,8 @@ def compare_lstm(rounds, reps=10):
         ts, order = {'nn.LSTM': [], 'FastLSTM': []}, [('nn.LSTM', fused), ('FastLSTM', fast)]
         for r in range(rounds + 1):                                     # round 0 warms up, untimed
             for k, m in (order if r % 2 else order[::-1]):
-                t0 = time.perf_counter()
-                for _ in range(reps): call(m)
-                if r: ts[k].append((time.perf_counter() - t0) / reps)
+                t = timed(lambda: call(m), CPU, reps, 0)
+                if r: ts[k].append(t)
         ratios = [b / a for a, b in zip(ts['nn.LSTM'], ts['FastLSTM'])]
         print(f"encoder LSTM forward+backward, {'bf16 autocast' if bf16 else 'float32'} ({rounds} rounds of {reps}): "
               + ", ".join(f"{k} {statistics.median(v) * 1e3:.2f} ms" for k, v in ts.items())
