@@ -91,7 +91,7 @@ def tft_side(a: argparse.Namespace) -> dict:
     cfg = TrainConfig(epochs=a.throughput_epochs, **tcfg)
     state = TrainingState.begin(model, cfg)
     t0 = time.perf_counter()                         # as `fit` does, choosing as the accuracy run's 50 epochs would
-    settled = accelerate(model, data, TrainConfig(epochs=50, **tcfg), torch.device('cpu'))
+    settled = accelerate(model, data, TrainConfig(epochs=50, **tcfg), torch.device('cpu'), opt=state.opt)
     autocast = bool(settled.cpu_bf16)
     res['speed'] = dict(seconds=time.perf_counter() - t0, compiled=bool(settled.compile), autocast=autocast)
     times = []

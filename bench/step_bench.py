@@ -37,6 +37,11 @@ batches (seed 0), `keep_freed_memory` as `fit` calls it for every CPU run, compi
   ones, in float32 or under bfloat16 autocast, eager or compiled (`--compile`). Prints the time a step took, then the
   profiler's table of the `--rows` operators with the most self CPU time (with `--shapes`, one row per operator and
   input shapes).
+- `optimizer`: the part of a training step after its backward pass (for the flat side the gradients gathered into its
+  buffers, then the gradient norm, clipping to 1.0, Adam, `zero_grad`) with the optimizer over flat buffers
+  (`flatten_optimizer`, 24_accelerate, applied at any size) against the reference optimizer, per parameter, in one
+  process: `--block` steps on fixed random gradients alternate between the two for `--rounds` rounds, the order
+  reversed every round; prints each side's median time a step and the ratio flat / reference per round.
 - `versus`: this working tree's training step and inference against another commit's, side by side in one process.
   The other commit's package is unpacked (`git archive`) into a temporary folder and imported as `tft_nb_base` (every
   `tft_nb` in its source renamed, its custom operators included), beside this tree's `tft_nb`. Both build the model
@@ -47,6 +52,7 @@ batches (seed 0), `keep_freed_memory` as `fit` calls it for every CPU run, compi
   per round, the ratio this tree / base with its median and min-max (below 1: this tree is faster).
 Run: `python bench/step_bench.py speed [--hidden 32 --heads 4 --lstm 1 --batch 64] [--rounds 3]
 [--variants eager,keep,compile,bf16] [--device cuda]`
+Run: `python bench/step_bench.py optimizer [--hidden 256 --heads 8 --lstm 2] [--rounds 15 --block 50]`
 Run: `python bench/step_bench.py model [--batch 32] [--reps 10] [--threads N] [--compile] [--cpu-bf16]
 [--devices cpu,cuda] [--cuda-batches 32,512]`
 Run: `python bench/step_bench.py profile --precision fp32|bf16 [--threads 2] [--steps 7] [--warm 3] [--rows 18]
@@ -65,7 +71,7 @@ from tft_nb.data import load_sample
 from tft_nb.accelerate import compile_stages, keep_freed_memory
 from tft_nb.evaluate import predict
 from tft_nb.model import TFTConfig, TemporalFusionTransformer
-from tft_nb.train import train_step
+from tft_nb.train import grad_norm, train_step
 from tft_nb.data_config import PRESETS
 from tft_nb.windows import Batch, make_windows
 from peer_bench import rss_mib, spread   # bench/ is on sys.path when a script there runs
@@ -124,7 +130,7 @@ def _state_module(pkg: str):
     except ModuleNotFoundError: return importlib.import_module(f'{pkg}.train')
 
 def build(a: argparse.Namespace, data, pkg: str = 'tft_nb', weights: dict | None = None, compiled: bool = False,
-          graphs: bool = False, bf16: bool = False, dropout: float = 0.1):
+          graphs: bool = False, bf16: bool = False, dropout: float = 0.1, flat: bool = True):
     "`pkg`'s model of `a`'s sizes on `a.device` (with `weights` when given), its training state, compile seconds."
     m, t = (importlib.import_module(f'{pkg}.{n}') for n in ('model', 'train'))
     torch.manual_seed(42)
@@ -136,6 +142,8 @@ def build(a: argparse.Namespace, data, pkg: str = 'tft_nb', weights: dict | None
     if hasattr(acc, 'fold_embeddings'): acc.fold_embeddings(model)                # a base commit: folded in its model
     cfg = t.TrainConfig(batch_size=a.batch, grad_clip=1.0, device=a.device)
     state = _state_module(pkg).TrainingState.begin(model, cfg)
+    if flat and a.device == 'cpu' and hasattr(acc, 'flat_pays') and acc.flat_pays(state.opt):   # as `accelerate`
+        acc.flatten_optimizer(state.opt, model)
     if not compiled: return model, state, 0.0
     if acc is None:                                                       # a base commit before the layer
         compiled_model = model.compile(cudagraphs=True) if graphs else model.compile()
@@ -383,6 +391,32 @@ def versus(a: argparse.Namespace):
     alternate(runs, infer, 2)
     report_ratio(f"inference over the {len(data.test)} test windows", alternate(runs, infer, a.rounds), 1)
 
+def optimizer(a: argparse.Namespace):
+    "The part of a step after its backward pass, the optimizer over flat buffers against per parameter, alternating."
+    prepare(a.threads)
+    data, acc = task_windows(), _accelerate('tft_nb')
+    runs = {n: build(a, data, flat=False)[:2] for n in ('tree', 'base')}
+    acc.flatten_optimizer(runs['tree'][1].opt, runs['tree'][0])         # at any size, `flat_pays` or not
+    grads = [torch.randn_like(p) * 1e-3 for p in runs['base'][0].parameters()]
+    def part(n: str) -> float:
+        model, state = runs[n]
+        params, t = [p for g in state.opt.param_groups for p in g['params']], 0.0
+        for _ in range(a.block):
+            for p, g in zip(model.parameters(), grads): p.grad = g.clone()
+            t0 = time.perf_counter()
+            if n == 'tree': acc.gather_grads(state.opt)                 # what a backward pass ends with
+            torch.nn.utils.clip_grads_with_norm_(params, 1.0, grad_norm(params))
+            state.opt.step()
+            state.opt.zero_grad(set_to_none=True)
+            t += time.perf_counter() - t0
+        return t
+    times = {n: [] for n in runs}
+    for r in range(a.rounds):
+        for n in (('tree', 'base') if r % 2 == 0 else ('base', 'tree')): times[n].append(part(n))
+    print(f"optimizer: flat buffers (tree) against per parameter (base); hidden {a.hidden}, heads {a.heads}, "
+          f"lstm {a.lstm}; {sum(p.numel() for p in grads)} parameters in {len(grads)} tensors; {a.threads} threads")
+    report_ratio(f"gather, norm, clipping, Adam and zero_grad, {a.block} a round", times, a.block)
+
 def ints(p: argparse.ArgumentParser, **defaults: int):
     "An integer flag `--name` of `p` for each of `defaults`."
     for name, default in defaults.items(): p.add_argument(f'--{name}', type=int, default=default)
@@ -419,6 +453,9 @@ def main():
     s.add_argument('--compile', action='store_true')
     s.add_argument('--bf16', action='store_true', help="bfloat16 autocast, as TrainConfig.cpu_bf16")
     ints(s, **TASK, rounds=10, block=10, threads=2)
+    s = command(optimizer, "The part of a training step after its backward pass: the optimizer over flat buffers "
+                           "(24_accelerate) against the reference, per parameter, alternating in one process.")
+    ints(s, **TASK, rounds=15, block=50, threads=2)
     a = p.parse_args()
     a.run(a)
 

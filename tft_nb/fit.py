@@ -230,7 +230,8 @@ def run_epoch(state: TrainingState, data: WindowData, cfg: TrainConfig, folder: 
 
 # %% ../nbs/14_fit.ipynb #5db5fed0
 def plain(model: TemporalFusionTransformer, data: WindowData, cfg: TrainConfig, device: torch.device,
-          world: Processes = ALONE, log: logging.Logger | None = None) -> TrainConfig:
+          world: Processes = ALONE, log: logging.Logger | None = None,
+          opt: torch.optim.Optimizer | None = None) -> TrainConfig:
     "The eager reference: nothing done to the model or the run, and nothing settled (`cfg` as it is)."
     return cfg
 
@@ -261,7 +262,7 @@ def fit(model: TemporalFusionTransformer, data: WindowData, cfg: TrainConfig = T
                 if model.config.har_base and not model.har.fitted: start_at_har(model, data.train)   # a new model
                 state.net = world.wrap(model, device)                 # under torchrun: DDP, the same weights
                 log_configuration(log, source, data, data_config, model.config, cfg)
-                cfg = (speed or _default_speed())(model, data, folder.continued(cfg), device, world, log)
+                cfg = (speed or _default_speed())(model, data, folder.continued(cfg), device, world, log, state.opt)
                 folder.settle(cfg)                                        # what the speed chose, saved with the run
                 autocast = bool(asked_autocast(cfg, device))              # bf16: as settled, or as `cfg` asks
                 log.info(model_line(model, device, autocast))
