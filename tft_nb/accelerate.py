@@ -314,7 +314,8 @@ def _flat_buffer(params: list) -> nn.Parameter:
 def flatten_optimizer(opt: torch.optim.Optimizer, model: TemporalFusionTransformer) -> bool:
     "Make `opt`, an Adam or AdamW of `model`, step each group as one flat buffer (its state kept); whether it did."
     alike = len({(p.dtype, p.device) for g in opt.param_groups for p in g['params']}) == 1
-    if type(opt) not in FLAT_OPTIMIZERS or not isinstance(model, TemporalFusionTransformer) or not alike: return False
+    tft = isinstance(model, TemporalFusionTransformer) and model.output.weight.requires_grad   # the hook's place
+    if type(opt) not in FLAT_OPTIMIZERS or not tft or not alike: return False
     saved = opt.state_dict()
     opt.held = [g['params'] for g in opt.param_groups]
     opt.flat = [_flat_buffer(params) for params in opt.held]
