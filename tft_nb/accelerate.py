@@ -448,7 +448,7 @@ def _said_why(compiled: bool, planned: float, cached: bool, before: float = 0.0)
     "The log's line for the layer's own choice of compiling."
     need, kind = (CACHED_FLOPS, 'cached') if cached else (COMPILE_FLOPS, 'first')
     verdict, flip = ('compiling', 'compile=False turns it off') if compiled else ('eager', 'compile=True forces it')
-    counted = before and not cached
+    counted = before > 0 and not cached
     total = f", {planned + before:.2g} with the model's eager runs before it" if counted else ''
     own = f" with {CACHED_FLOPS:.0g} of its own" if counted else ''
     return (f"Speed: {verdict} (the run plans {planned:.2g} training FLOPs{total}; a {kind} compile pays from "
