@@ -39,7 +39,7 @@ batches (seed 0), `keep_freed_memory` as `fit` calls it for every CPU run, compi
   input shapes).
 - `optimizer`: the part of a training step after its backward pass (for the flat side the gradients gathered into its
   buffers, then the gradient norm, clipping to 1.0, Adam, `zero_grad`) with the optimizer over flat buffers
-  (`flatten_optimizer`, 24_accelerate, applied at any size) against the reference optimizer, per parameter, in one
+  (`flatten_optimizer`, 24a_flat_optimizer, applied at any size) against the reference optimizer, per parameter, in one
   process: `--block` steps on fixed random gradients alternate between the two for `--rounds` rounds, the order
   reversed every round; prints each side's median time a step and the ratio flat / reference per round.
 - `versus`: this working tree's training step and inference against another commit's, side by side in one process.
@@ -119,9 +119,9 @@ def task_windows(device: str = 'cpu'):
     "The benchmark task's windows on `device`."
     return make_windows(load_sample(), PRESETS['ohlcv_gk_logvol_tft_v1']).to(device)
 
-def _accelerate(pkg: str):
-    "`pkg`'s acceleration layer (24_accelerate), or None in a base commit before it."
-    try: return importlib.import_module(f'{pkg}.accelerate')
+def _module(pkg: str, name: str):
+    "`pkg`'s module `name` (the acceleration layer, its flat optimizer), or None in a base commit before it."
+    try: return importlib.import_module(f'{pkg}.{name}')
     except ModuleNotFoundError: return None
 
 def _state_module(pkg: str):
@@ -138,12 +138,12 @@ def build(a: argparse.Namespace, data, pkg: str = 'tft_nb', weights: dict | None
                                                     attention_heads=a.heads, lstm_layers=a.lstm, dropout=dropout))
     model = model.to(a.device)
     if weights is not None: model.load_state_dict(weights)
-    if hasattr(acc := _accelerate(pkg), 'fast_dropout'): acc.fast_dropout(model)   # as `fit` does (24_accelerate)
+    if hasattr(acc := _module(pkg, 'accelerate'), 'fast_dropout'): acc.fast_dropout(model)   # as `fit` does
     if hasattr(acc, 'fold_embeddings'): acc.fold_embeddings(model)                # a base commit: folded in its model
     cfg = t.TrainConfig(batch_size=a.batch, grad_clip=1.0, device=a.device)
     state = _state_module(pkg).TrainingState.begin(model, cfg)
-    if flat and a.device == 'cpu' and hasattr(acc, 'flat_pays') and acc.flat_pays(state.opt):   # as `accelerate`
-        acc.flatten_optimizer(state.opt, model)
+    fo = _module(pkg, 'flat_optimizer')
+    if flat and a.device == 'cpu' and fo is not None and fo.flat_pays(state.opt): fo.flatten_optimizer(state.opt, model)
     if not compiled: return model, state, 0.0
     if acc is None:                                                       # a base commit before the layer
         compiled_model = model.compile(cudagraphs=True) if graphs else model.compile()
@@ -394,9 +394,9 @@ def versus(a: argparse.Namespace):
 def optimizer(a: argparse.Namespace):
     "The part of a step after its backward pass, the optimizer over flat buffers against per parameter, alternating."
     prepare(a.threads)
-    data, acc = task_windows(), _accelerate('tft_nb')
+    data, fo = task_windows(), _module('tft_nb', 'flat_optimizer')
     runs = {n: build(a, data, flat=False)[:2] for n in ('tree', 'base')}
-    acc.flatten_optimizer(runs['tree'][1].opt, runs['tree'][0])         # at any size, `flat_pays` or not
+    fo.flatten_optimizer(runs['tree'][1].opt, runs['tree'][0])         # at any size, `flat_pays` or not
     grads = [torch.randn_like(p) * 1e-3 for p in runs['base'][0].parameters()]
     def part(n: str) -> float:
         model, state = runs[n]
@@ -404,7 +404,7 @@ def optimizer(a: argparse.Namespace):
         for _ in range(a.block):
             for p, g in zip(model.parameters(), grads): p.grad = g.clone()
             t0 = time.perf_counter()
-            if n == 'tree': acc.gather_grads(state.opt)                 # what a backward pass ends with
+            if n == 'tree': fo.gather_grads(state.opt)                 # what a backward pass ends with
             torch.nn.utils.clip_grads_with_norm_(params, 1.0, grad_norm(params))
             state.opt.step()
             state.opt.zero_grad(set_to_none=True)
@@ -454,7 +454,7 @@ def main():
     s.add_argument('--bf16', action='store_true', help="bfloat16 autocast, as TrainConfig.cpu_bf16")
     ints(s, **TASK, rounds=10, block=10, threads=2)
     s = command(optimizer, "The part of a training step after its backward pass: the optimizer over flat buffers "
-                           "(24_accelerate) against the reference, per parameter, alternating in one process.")
+                           "(24a_flat_optimizer) against the reference, per parameter, alternating in one process.")
     ints(s, **TASK, rounds=15, block=50, threads=2)
     a = p.parse_args()
     a.run(a)

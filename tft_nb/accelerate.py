@@ -4,14 +4,13 @@
 
 # %% ../nbs/24_accelerate.ipynb #fc505f89
 from __future__ import annotations
-import ctypes, dataclasses, functools, gc, hashlib, itertools, json, logging, math, platform, time, weakref
+import ctypes, dataclasses, functools, gc, hashlib, json, logging, math, platform, time
 from pathlib import Path
 import torch
 import torch.nn.functional as F
 from torch import nn, Tensor
 from torch.utils.checkpoint import checkpoint
 from torch.utils.flop_counter import FlopCounterMode
-from fastcore.basics import patch
 from .windows import Batch, Windows, WindowData
 from .gating import GatedResidualNetwork, by_variable
 from .selection import RealEmbedding, StaticContexts, VariableSelectionNetwork
@@ -22,14 +21,14 @@ from .train import TrainConfig, asked_autocast
 from .files import atomic_write
 from torch._inductor.runtime.cache_dir_utils import cache_dir
 from .processes import ALONE, Processes
+from .flat_optimizer import flat_pays, flatten_optimizer
 
 # %% auto #0
-__all__ = ['PACKED_MIN', 'FAST', 'M_TRIM_THRESHOLD', 'M_MMAP_THRESHOLD', 'MMAP_MAX', 'FLAT_OPTIMIZERS', 'FLAT_NUMEL',
-           'COMPILE_FLOPS', 'CACHED_FLOPS', 'BF16_HIDDEN', 'COMPILED_BEFORE', 'EAGER_BEFORE', 'keep_mask',
-           'packed_dropout', 'hashed_keep', 'hashed_dropout', 'dropout', 'FastDropout', 'FastLSTM', 'fast_dropout',
-           'folded_selection', 'folded_select_inputs', 'fold_embeddings', 'compile_stages', 'keep_freed_memory',
-           'release_freed_memory', 'gather_grads', 'FlatOptimizer', 'FlatAdam', 'FlatAdamW', 'flatten_optimizer',
-           'flat_pays', 'pass_sizes', 'warm_up', 'compiles', 'window_flops', 'native_bf16', 'autocasts', 'compiled_key',
+__all__ = ['PACKED_MIN', 'FAST', 'M_TRIM_THRESHOLD', 'M_MMAP_THRESHOLD', 'MMAP_MAX', 'COMPILE_FLOPS', 'CACHED_FLOPS',
+           'BF16_HIDDEN', 'COMPILED_BEFORE', 'EAGER_BEFORE', 'keep_mask', 'packed_dropout', 'hashed_keep',
+           'hashed_dropout', 'dropout', 'FastDropout', 'FastLSTM', 'fast_dropout', 'folded_selection',
+           'folded_select_inputs', 'fold_embeddings', 'compile_stages', 'keep_freed_memory', 'release_freed_memory',
+           'pass_sizes', 'warm_up', 'compiles', 'window_flops', 'native_bf16', 'autocasts', 'compiled_key',
            'compiled_before', 'note_compiled', 'eager_before', 'note_eager', 'accelerate']
 
 # %% ../nbs/24_accelerate.ipynb #0433ada6
@@ -224,116 +223,6 @@ def release_freed_memory() -> bool:
     "Collect Python's garbage and return glibc's free memory to the system: whether any was returned (False off glibc)."
     gc.collect()
     return _glibc() and bool(ctypes.CDLL(None).malloc_trim(0))
-
-# %% ../nbs/24_accelerate.ipynb #7b1c9466
-def gather_grads(opt: torch.optim.Optimizer):
-    "Copy the gradients of `opt`'s parameters into their groups' flat gradients; zeros for a parameter without one."
-    for params, slots in zip(opt.held, opt.slots):
-        grads = [p.grad for p in params]
-        if any(g is None for g in grads):                              # a parameter this pass did not reach
-            grads = [torch.zeros_like(p) if g is None else g for p, g in zip(params, grads)]
-        torch._foreach_copy_(slots, grads)                             # one call a group, not one a parameter
-
-# %% ../nbs/24_accelerate.ipynb #1d7fd8d9
-class FlatOptimizer:
-    "An optimizer stepping each parameter group as one flat buffer, whose slices the group's parameters are."
-    flat: list[nn.Parameter]         # a group's buffer; its .grad gathered after each backward pass
-    held: list[list[nn.Parameter]]   # the group's parameters, views of the buffer
-    slots: list[list[Tensor]]        # their places in the buffer's .grad, shaped as they are
-
-    def zero_grad(self, set_to_none: bool = True):
-        "Clear the parameters' gradients, as the optimizer replaced would."
-        for p in itertools.chain.from_iterable(self.held):
-            if set_to_none: p.grad = None
-            elif p.grad is not None: p.grad.detach_().zero_()
-
-# %% ../nbs/24_accelerate.ipynb #7841e769
-def _per_parameter(state: dict, params: list) -> list[dict]:
-    "A group's flat optimizer state as each parameter's: 0-d entries (the step) copied, the others cut to shape."
-    sizes = [p.numel() for p in params]
-    cut = {k: v.split(sizes) if v.dim() else [v] * len(params) for k, v in state.items()}
-    shaped = lambda t, p: t.view_as(p).clone() if t.dim() else t.clone()
-    return [{k: shaped(parts[j], p) for k, parts in cut.items()} for j, p in enumerate(params)]
-
-@patch
-def state_dict(self: FlatOptimizer) -> dict:
-    "The replaced optimizer's state dict: a state per parameter, numbered through the groups in their order."
-    groups, state, first = [], {}, 0
-    for g, buf, params in zip(super(FlatOptimizer, self).state_dict()['param_groups'], self.flat, self.held):
-        ids = list(range(first, first + len(params)))
-        state |= {i: s for i, s in zip(ids, _per_parameter(self.state.get(buf, {}), params)) if s}
-        groups.append(g | dict(params=ids))
-        first += len(params)
-    return dict(state=state, param_groups=groups)
-
-# %% ../nbs/24_accelerate.ipynb #5eeffd47
-def _joined(states: list) -> dict:
-    "A group's parameters' optimizer states as its flat one (the first's step); {} when none has a state yet."
-    if not any(states): return {}
-    if not all(states): raise ValueError("the state dict holds a state for some of a group's parameters only")
-    return {k: torch.cat([s[k].reshape(-1) for s in states]) if v.dim() else v for k, v in states[0].items()}
-
-@patch
-def load_state_dict(self: FlatOptimizer, state_dict: dict):
-    "Load a state dict of the replaced optimizer (as `state_dict` gives): each group's states joined as its buffer's."
-    groups, held = state_dict['param_groups'], [len(h) for h in self.held]
-    if [len(g['params']) for g in groups] != held:
-        raise ValueError(f"the state dict's groups hold {[len(g['params']) for g in groups]} parameters, not {held}")
-    state = {j: s for j, g in enumerate(groups) if (s := _joined([state_dict['state'].get(i) for i in g['params']]))}
-    flat = [g | dict(params=[j]) for j, g in enumerate(groups)]
-    super(FlatOptimizer, self).load_state_dict(dict(state=state, param_groups=flat))
-
-# %% ../nbs/24_accelerate.ipynb #316c23f7
-class FlatAdam(FlatOptimizer, torch.optim.Adam): "`torch.optim.Adam` over flat buffers."
-class FlatAdamW(FlatOptimizer, torch.optim.AdamW): "`torch.optim.AdamW` over flat buffers."
-FLAT_OPTIMIZERS = {torch.optim.Adam: FlatAdam, torch.optim.AdamW: FlatAdamW}   # make_optimizer's: its flat one
-
-# %% ../nbs/24_accelerate.ipynb #48bef8e1
-_GATHERS = weakref.WeakKeyDictionary()   # a model: the hook that gathers its gradients for its flat optimizer
-
-def _gather_after_backward(opt: FlatOptimizer, model: TemporalFusionTransformer):
-    "Gather `opt`'s gradients at the end of each backward pass through `model`'s output layer (one hook a model)."
-    ref = weakref.ref(opt)
-    def queue(_):
-        if (o := ref()) is not None: torch.autograd.Variable._execution_engine.queue_callback(lambda: gather_grads(o))
-    if model in _GATHERS: _GATHERS[model].remove()                    # a model's earlier flat optimizer: no more
-    _GATHERS[model] = model.output.weight.register_post_accumulate_grad_hook(queue)
-
-# %% ../nbs/24_accelerate.ipynb #e8b56b21
-def _shaped(flat: Tensor, params: list) -> list[Tensor]:
-    "Views of the 1-d `flat` shaped as `params`, end to end."
-    return [part.view_as(p) for part, p in zip(flat.split([p.numel() for p in params]), params)]
-
-def _flat_buffer(params: list) -> nn.Parameter:
-    "One parameter holding `params`' values end to end, which become views of it; its gradient zeros."
-    buf = nn.Parameter(torch.cat([p.detach().reshape(-1) for p in params]))
-    for p, part in zip(params, _shaped(buf.detach(), params)): p.data = part
-    buf.grad = torch.zeros_like(buf)
-    return buf
-
-def flatten_optimizer(opt: torch.optim.Optimizer, model: TemporalFusionTransformer) -> bool:
-    "Make `opt`, an Adam or AdamW of `model`, step each group as one flat buffer (its state kept); whether it did."
-    alike = len({(p.dtype, p.device) for g in opt.param_groups for p in g['params']}) == 1
-    tft = isinstance(model, TemporalFusionTransformer) and model.output.weight.requires_grad   # the hook's place
-    if type(opt) not in FLAT_OPTIMIZERS or not tft or not alike: return False
-    saved = opt.state_dict()
-    opt.held = [g['params'] for g in opt.param_groups]
-    opt.flat = [_flat_buffer(params) for params in opt.held]
-    opt.slots = [_shaped(buf.grad, params) for buf, params in zip(opt.flat, opt.held)]
-    for g, buf in zip(opt.param_groups, opt.flat): g['params'] = [buf]
-    opt.state.clear()
-    opt.__class__ = FLAT_OPTIMIZERS[type(opt)]
-    opt.load_state_dict(saved)                                        # the state it had, now one a group
-    _gather_after_backward(opt, model)
-    return True
-
-# %% ../nbs/24_accelerate.ipynb #f0345a2f
-FLAT_NUMEL = 2**14   # the mean size of a parameter tensor up to which stepping over flat buffers pays (the CPU)
-
-def flat_pays(opt: torch.optim.Optimizer) -> bool:
-    "Whether `opt`'s parameters are small enough for flat buffers to pay: a cost per tensor saved, a copy paid."
-    params = [p for g in opt.param_groups for p in g['params']]
-    return sum(p.numel() for p in params) <= FLAT_NUMEL * len(params)
 
 # %% ../nbs/24_accelerate.ipynb #431bbcbb
 def pass_sizes(n: int, batch_size: int, world: Processes = ALONE) -> list[int]:
