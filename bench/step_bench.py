@@ -1,8 +1,9 @@
 """A training step of tft_nb timed, with its variants: one subcommand each.
 
 `speed`, `profile` and `versus` share a set-up: the benchmark task's windows, the model of `--hidden`, `--heads` and
-`--lstm` (dropout 0.1, seed 42), `train_step` with gradient clipping 1.0 and fused Adam at batch `--batch` on shuffled
-batches (seed 0), `keep_freed_memory` as `fit` calls it for every CPU run, compiled as `fit` compiles (`warm_up`).
+`--lstm` (dropout 0.1, seed 42), `train_step` with gradient clipping 1.0 and fused Adam (on the CPU over flat buffers
+where `flat_pays`, as `fit` steps it) at batch `--batch` on shuffled batches (seed 0), `keep_freed_memory` as `fit`
+calls it for every CPU run, compiled as `fit` compiles (`warm_up`).
 
 - `speed`: what each speed lever of issue 27 gives to a training step and to inference, each measured on its own.
   Variants, each in a fresh process, interleaved over `--rounds` rounds (these machines are noisy): `eager`, the model
@@ -346,13 +347,13 @@ def side(pkg: str, a: argparse.Namespace, data, weights: dict | None):
     return model, state.opt, t.train_step, e.predict, seconds
 
 def alternate(runs: dict, work, rounds: int) -> dict:
-    "Seconds of `work(name, run)` for each run, alternating, the order reversed every round."
+    "Seconds of `work(name, run)` (or those it returns) for each run, alternating, the order reversed every round."
     names, times = list(runs), {n: [] for n in runs}
     for r in range(rounds):
         for n in (names if r % 2 == 0 else names[::-1]):
             t0 = time.perf_counter()
-            work(n, runs[n])
-            times[n].append(time.perf_counter() - t0)
+            timed = work(n, runs[n])
+            times[n].append(time.perf_counter() - t0 if timed is None else timed)
     return times
 
 def report_ratio(what: str, times: dict, per: int):
@@ -398,8 +399,8 @@ def optimizer(a: argparse.Namespace):
     runs = {n: build(a, data, flat=False)[:2] for n in ('tree', 'base')}
     fo.flatten_optimizer(runs['tree'][1].opt, runs['tree'][0])         # at any size, `flat_pays` or not
     grads = [torch.randn_like(p) * 1e-3 for p in runs['base'][0].parameters()]
-    def part(n: str) -> float:
-        model, state = runs[n]
+    def part(n: str, run: tuple) -> float:
+        model, state = run
         params, t = [p for g in state.opt.param_groups for p in g['params']], 0.0
         for _ in range(a.block):
             for p, g in zip(model.parameters(), grads): p.grad = g.clone()
@@ -410,9 +411,7 @@ def optimizer(a: argparse.Namespace):
             state.opt.zero_grad(set_to_none=True)
             t += time.perf_counter() - t0
         return t
-    times = {n: [] for n in runs}
-    for r in range(a.rounds):
-        for n in (('tree', 'base') if r % 2 == 0 else ('base', 'tree')): times[n].append(part(n))
+    times = alternate(runs, part, a.rounds)                           # the seconds of the optimizer's part only
     print(f"optimizer: flat buffers (tree) against per parameter (base); hidden {a.hidden}, heads {a.heads}, "
           f"lstm {a.lstm}; {sum(p.numel() for p in grads)} parameters in {len(grads)} tensors; {a.threads} threads")
     report_ratio(f"gather, norm, clipping, Adam and zero_grad, {a.block} a round", times, a.block)

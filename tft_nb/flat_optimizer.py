@@ -118,7 +118,6 @@ def flatten_optimizer(opt: torch.optim.Optimizer, model: TemporalFusionTransform
     opt.flat = [_flat_buffer(params) for params in opt.held]
     opt.slots = [_shaped(buf.grad, params) for buf, params in zip(opt.flat, opt.held)]
     for g, buf in zip(opt.param_groups, opt.flat): g['params'] = [buf]
-    opt.state.clear()
     opt.__class__ = FLAT_OPTIMIZERS[type(opt)]
     opt.load_state_dict(saved)                                        # the state it had, now one a group
     _gather_after_backward(opt, model)
