@@ -8,6 +8,7 @@ import itertools, weakref
 import torch
 from torch import nn, Tensor
 from fastcore.basics import patch
+from .files import deferred_interrupt
 from .model import TemporalFusionTransformer
 
 # %% auto #0
@@ -113,14 +114,15 @@ def flatten_optimizer(opt: torch.optim.Optimizer, model: TemporalFusionTransform
     alike = len({(p.dtype, p.device) for g in opt.param_groups for p in g['params']}) == 1
     tft = isinstance(model, TemporalFusionTransformer) and model.output.weight.requires_grad   # the hook's place
     if type(opt) not in FLAT_OPTIMIZERS or not tft or not alike: return False
-    saved = opt.state_dict()
-    opt.held = [g['params'] for g in opt.param_groups]
-    opt.flat = [_flat_buffer(params) for params in opt.held]
-    opt.slots = [_shaped(buf.grad, params) for buf, params in zip(opt.flat, opt.held)]
-    for g, buf in zip(opt.param_groups, opt.flat): g['params'] = [buf]
-    opt.__class__ = FLAT_OPTIMIZERS[type(opt)]
-    opt.load_state_dict(saved)                                        # the state it had, now one a group
-    _gather_after_backward(opt, model)
+    with deferred_interrupt():                                        # flattened whole, or not at all
+        saved = opt.state_dict()
+        opt.held = [g['params'] for g in opt.param_groups]
+        opt.flat = [_flat_buffer(params) for params in opt.held]
+        opt.slots = [_shaped(buf.grad, params) for buf, params in zip(opt.flat, opt.held)]
+        for g, buf in zip(opt.param_groups, opt.flat): g['params'] = [buf]
+        opt.__class__ = FLAT_OPTIMIZERS[type(opt)]
+        opt.load_state_dict(saved)                                    # the state it had, now one a group
+        _gather_after_backward(opt, model)
     return True
 
 # %% ../nbs/24a_flat_optimizer.ipynb #f0345a2f
