@@ -240,6 +240,21 @@ def test_overwrite_interrupted_in_its_first_epoch_keeps_the_earlier_run(one_run,
         err.strip().splitlines()[-1]), err[-3000:]
     assert _tree(ck) == before
 
+def test_ctrl_c_while_compiling_stops_at_once(tmp_path):
+    """Ctrl-C while the run compiles (minutes the first time, here from an empty inductor cache): the run stops at
+    once, not after the compile and a step, and the line says that nothing of it was written."""
+    ck, env = tmp_path / 'ck', {**ENV, 'TORCHINDUCTOR_CACHE_DIR': str(tmp_path / 'inductor')}
+    with procs.started(['tft_train', '--epochs', '1', *SMALL, '--batch-size', '64', '--device', 'cpu', '--compile',
+                        '--checkpoint-dir', str(ck)],
+                       sigint=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) as p:
+        while not (line := p.stderr.readline()).startswith('Configuration:'):   # just before the compile
+            assert line, 'the run ended before its configuration'
+        p.send_signal(signal.SIGINT)
+        err = procs.communicate(p)[1]
+    assert p.returncode == 130, err[-3000:]
+    assert err.strip().splitlines()[-1] == f"tft_train: interrupted; no checkpoint in {ck} yet", err[-3000:]
+    assert 'torch.compile' not in err and not list(ck.glob('tft_*')), err[-3000:]
+
 def test_overwrite_when_resuming_into_a_folder_with_another_run(one_run, tmp_path):
     """--resume from one folder into another that holds an earlier run, with --overwrite: the earlier run's files go
     before the carried tft_best is written."""

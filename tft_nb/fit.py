@@ -28,7 +28,7 @@ from .processes import ALONE, Processes, joined
 
 # %% auto #0
 __all__ = ['chunked', 'epoch_steps', 'train_epoch', 'check_training_data', 'log_epoch', 'FitResult', 'calibrate_run', 'finish',
-           'log_configuration', 'model_line', 'run_epoch', 'plain', 'fit']
+           'log_configuration', 'model_line', 'run_epoch', 'plain', 'speed_up', 'fit']
 
 # %% ../nbs/14_fit.ipynb #f8a5e272
 def chunked(it, k: int):
@@ -241,6 +241,16 @@ def _default_speed() -> Callable:
     from tft_nb.accelerate import accelerate
     return accelerate
 
+# %% ../nbs/14_fit.ipynb #7df8d0a6
+def speed_up(speed: Callable | None, state: TrainingState, data: WindowData, cfg: TrainConfig, device: torch.device,
+             folder: RunFolder, signals: list, log: logging.Logger) -> TrainConfig:
+    "`cfg` as the run's `speed` settles it, saved with the run; a signal meanwhile acts at once (nothing is written)."
+    world = folder.world
+    with world.interruptible(signals):
+        cfg = (speed or _default_speed())(state.model, data, folder.continued(cfg), device, world, log, state.opt)
+    folder.settle(cfg)
+    return cfg
+
 # %% ../nbs/14_fit.ipynb #8c4c169e
 def fit(model: TemporalFusionTransformer, data: WindowData, cfg: TrainConfig = TrainConfig(),
         data_config: DataConfig | None = None, resume: str | None = None, log: logging.Logger | None = None,
@@ -262,8 +272,7 @@ def fit(model: TemporalFusionTransformer, data: WindowData, cfg: TrainConfig = T
                 if model.config.har_base and not model.har.fitted: start_at_har(model, data.train)   # a new model
                 state.net = world.wrap(model, device)                 # under torchrun: DDP, the same weights
                 log_configuration(log, source, data, data_config, model.config, cfg)
-                cfg = (speed or _default_speed())(model, data, folder.continued(cfg), device, world, log, state.opt)
-                folder.settle(cfg)                                        # what the speed chose, saved with the run
+                cfg = speed_up(speed, state, data, cfg, device, folder, signals, log)   # Ctrl-C acts at once there
                 autocast = bool(asked_autocast(cfg, device))              # bf16: as settled, or as `cfg` asks
                 log.info(model_line(model, device, autocast))
                 if line := world.describe(cfg.batch_size): log.info(line)   # how the processes share a batch

@@ -9,6 +9,7 @@ import torch
 from torch import Tensor
 from fastcore.basics import patch
 from .checks import SpeltMessage
+from . import files
 from .windows import Windows
 from .evaluate import EVAL_BATCH, evaluate_loss
 from .train import micro_batch_weights
@@ -127,6 +128,11 @@ def agree(self: Processes, fn, *args, on: int | None = None):
 def stop(self: Processes, signals: list) -> bool:
     "Whether any process holds a signal of `signals`; then all hold it."
     return bool(signals)
+
+@patch
+def interruptible(self: Processes, held: files.HeldSignals) -> contextlib.AbstractContextManager:
+    "A block in which `held`'s signals act at once: one process has no step to agree on with others."
+    return files.interruptible(held)
 
 # %% ../nbs/11a_processes.ipynb #a968a693
 @patch
