@@ -240,18 +240,19 @@ def test_overwrite_interrupted_in_its_first_epoch_keeps_the_earlier_run(one_run,
         err.strip().splitlines()[-1]), err[-3000:]
     assert _tree(ck) == before
 
-def test_ctrl_c_while_compiling_stops_at_once(tmp_path):
-    """Ctrl-C while the run compiles (minutes the first time, here from an empty inductor cache): the run stops at
-    once, not after the compile and a step, and the line says that nothing of it was written."""
+@pytest.mark.parametrize('sig', [signal.SIGINT, pytest.param(signal.SIGTERM, marks=pytest.mark.slow)])
+def test_ctrl_c_while_compiling_stops_at_once(tmp_path, sig):
+    """Ctrl-C or SIGTERM while the run compiles (minutes the first time, here from an empty inductor cache): the run
+    stops at once, not after the compile and a step, and the line says that nothing of it was written."""
     ck, env = tmp_path / 'ck', {**ENV, 'TORCHINDUCTOR_CACHE_DIR': str(tmp_path / 'inductor')}
     with procs.started(['tft_train', '--epochs', '1', *SMALL, '--batch-size', '64', '--device', 'cpu', '--compile',
                         '--checkpoint-dir', str(ck)],
                        sigint=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) as p:
         while not (line := p.stderr.readline()).startswith('Configuration:'):   # just before the compile
             assert line, 'the run ended before its configuration'
-        p.send_signal(signal.SIGINT)
+        p.send_signal(sig)
         err = procs.communicate(p)[1]
-    assert p.returncode == 130, err[-3000:]
+    assert p.returncode == 128 + sig, err[-3000:]
     assert err.strip().splitlines()[-1] == f"tft_train: interrupted; no checkpoint in {ck} yet", err[-3000:]
     assert 'torch.compile' not in err and not list(ck.glob('tft_*')), err[-3000:]
 
