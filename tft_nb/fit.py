@@ -244,7 +244,7 @@ def _default_speed() -> Callable:
 # %% ../nbs/14_fit.ipynb #7df8d0a6
 def speed_up(speed: Callable | None, state: TrainingState, data: WindowData, cfg: TrainConfig, device: torch.device,
              folder: RunFolder, signals: list, log: logging.Logger) -> TrainConfig:
-    "`cfg` as the run's `speed` settles it, saved with the run; a signal meanwhile acts at once (nothing is written)."
+    "`cfg` as the run's `speed` settles it, saved with the run; a signal there acts at once, before any write."
     world = folder.world
     with world.interruptible(signals):
         cfg = (speed or _default_speed())(state.model, data, folder.continued(cfg), device, world, log, state.opt)
